@@ -1,0 +1,1 @@
+"""approxinfer components: pure, reusable parts (no ray, no mlflow outside tracking/)."""

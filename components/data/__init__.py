@@ -1,0 +1,1 @@
+"""Data: fetch recipes, readers per format, vocabularies, the Parquet store, splits and batching."""

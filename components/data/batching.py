@@ -1,0 +1,106 @@
+"""Length-bucketed, padded torch batches with masks for tagging corpora.
+
+A batch holds ``B`` sentences of (padded) length ``N = max length in the batch``; masks are
+left-aligned (``mask[b, t]`` is True for ``t < lengths[b]``), the shape every structure in
+``components.structures`` expects. Bucketing sorts sentences by length (ties broken by a seeded
+shuffle) and cuts consecutive runs into batches, so padding is small; the batch order is then
+shuffled. Everything is a pure function of (data, seed, epoch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from components.data.types import TaggedSentence
+from components.data.vocab import Vocab, encode_labels
+
+
+@dataclass
+class TaggingBatch:
+    words: torch.Tensor    # long [B, N] word ids (0 = pad)
+    chars: torch.Tensor    # long [B, N, C] char ids (0 = pad)
+    tags: torch.Tensor     # long [B, N] label ids (0 where masked; read with mask)
+    mask: torch.Tensor     # bool [B, N], left-aligned
+    lengths: torch.Tensor  # long [B]
+    index: torch.Tensor    # long [B] row of each sentence in its dataset
+
+    def to(self, device: torch.device | str) -> "TaggingBatch":
+        return TaggingBatch(*(getattr(self, f).to(device) for f in
+                              ("words", "chars", "tags", "mask", "lengths", "index")))
+
+    def __len__(self) -> int:
+        return int(self.words.shape[0])
+
+
+class TaggingDataset:
+    """Sentences encoded with the task's vocabularies (``word``, ``char``, ``label``).
+
+    Words are looked up lower-cased when ``lowercase`` (GloVe 6B is lower-cased); characters keep
+    their case. Unknown words/chars map to ``<unk>``; labels outside the label vocabulary map to
+    ``*`` and are counted in ``n_mapped_labels``.
+    """
+
+    def __init__(self, sentences: Sequence[TaggedSentence], vocabs: dict[str, Vocab], *,
+                 lowercase: bool = True, max_word_len: int = 20):
+        if not sentences:
+            raise ValueError("TaggingDataset: no sentences")
+        self.sentences = list(sentences)
+        wv, cv, lv = vocabs["word"], vocabs["char"], vocabs["label"]
+        w_unk, c_unk = wv.unk_id, cv.unk_id
+        self.words, self.chars, self.tags = [], [], []
+        self.n_mapped_labels = 0
+        for s in self.sentences:
+            if len(s.words) == 0:
+                raise ValueError(f"TaggingDataset: sentence {s.sid!r} is empty")
+            self.words.append([wv.index(w.lower() if lowercase else w, w_unk) for w in s.words])
+            self.chars.append([[cv.index(c, c_unk) for c in w[:max_word_len]] or [c_unk] for w in s.words])
+            ids, mapped = encode_labels(s.tags, lv)
+            self.tags.append(ids)
+            self.n_mapped_labels += mapped
+        self.lengths = np.array([len(w) for w in self.words], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    def collate(self, idx: Sequence[int]) -> TaggingBatch:
+        idx = list(idx)
+        B = len(idx)
+        N = int(self.lengths[idx].max())
+        C = max(len(c) for i in idx for c in self.chars[i])
+        words = torch.zeros(B, N, dtype=torch.long)
+        chars = torch.zeros(B, N, C, dtype=torch.long)
+        tags = torch.zeros(B, N, dtype=torch.long)
+        for b, i in enumerate(idx):
+            n = self.lengths[i]
+            words[b, :n] = torch.tensor(self.words[i])
+            tags[b, :n] = torch.tensor(self.tags[i])
+            for t, cs in enumerate(self.chars[i]):
+                chars[b, t, :len(cs)] = torch.tensor(cs)
+        lengths = torch.as_tensor(self.lengths[idx])
+        mask = torch.arange(N)[None, :] < lengths[:, None]
+        return TaggingBatch(words, chars, tags, mask, lengths, torch.tensor(idx, dtype=torch.long))
+
+    def batches(self, batch_size: int, *, shuffle: bool = False, seed: int = 0) -> Iterator[TaggingBatch]:
+        for idx in bucket_indices(self.lengths, batch_size, shuffle=shuffle, seed=seed):
+            yield self.collate(idx)
+
+
+def bucket_indices(lengths: np.ndarray, batch_size: int, *, shuffle: bool, seed: int) -> list[np.ndarray]:
+    """Index batches of similar length. Without ``shuffle`` the order is by length (stable)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    lengths = np.asarray(lengths)
+    rng = np.random.default_rng(seed)
+    tie = rng.random(len(lengths)) if shuffle else np.arange(len(lengths))
+    order = np.lexsort((tie, lengths))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches

@@ -1,0 +1,49 @@
+"""A prepared tagging task, loaded back from ``data/prepared/<task>/`` (written by ``prepare``)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from components.data.batching import TaggingDataset
+from components.data.store import read_embeddings, read_tagged
+from components.data.vocab import Vocab, read_vocabs
+
+
+@dataclass
+class TaggingTask:
+    name: str
+    meta: dict[str, Any]
+    vocabs: dict[str, Vocab]
+    train: TaggingDataset
+    dev: TaggingDataset
+    test: TaggingDataset
+    glove_ids: np.ndarray | None
+    glove_vectors: np.ndarray | None
+
+    @property
+    def metric(self) -> str:
+        return self.meta["metric"]
+
+
+def load_tagging_task(folder: str | Path, *, max_train_sentences: int = 0, seed: int = 0) -> TaggingTask:
+    """Load splits and vocabularies; ``max_train_sentences`` > 0 keeps a seeded subsample of train."""
+    folder = Path(folder)
+    meta_path = folder / "meta.json"
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{meta_path}: not a prepared task folder (run `dvc repro prepare`)")
+    meta = json.loads(meta_path.read_text())
+    vocabs = read_vocabs(folder / "vocab.parquet")
+    train = read_tagged(folder / "train.parquet")
+    if 0 < max_train_sentences < len(train):
+        keep = np.sort(np.random.default_rng(seed).choice(len(train), max_train_sentences, replace=False))
+        train = [train[i] for i in keep]
+    ids = vecs = None
+    if (folder / "glove.parquet").exists():
+        ids, vecs = read_embeddings(folder / "glove.parquet")
+    return TaggingTask(folder.name, meta, vocabs, TaggingDataset(train, vocabs),
+                       TaggingDataset(read_tagged(folder / "dev.parquet"), vocabs),
+                       TaggingDataset(read_tagged(folder / "test.parquet"), vocabs), ids, vecs)

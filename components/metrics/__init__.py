@@ -1,0 +1,1 @@
+"""Pure metric functions returning ``dict[str, float]``."""

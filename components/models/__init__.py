@@ -1,0 +1,1 @@
+"""Neural networks: encoders and taggers."""

@@ -1,0 +1,1 @@
+"""Tables and figures from metric records (matplotlib, Agg backend; no I/O, no logging)."""

@@ -1,0 +1,93 @@
+"""The Tracker protocol and the null tracker used by tests.
+
+A stage opens one run (``start_run``); a sweep opens a parent run and its trials become nested
+child runs. Values are plain floats/strings; figures are matplotlib figures or files.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator, Protocol, runtime_checkable
+
+
+def default_tracking_uri(root: str | Path = ".") -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else the embedded store: ``sqlite:///<root>/mlflow.db``."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path(root).resolve() / 'mlflow.db'}"
+
+
+def default_artifact_root(root: str | Path = ".") -> str:
+    return (Path(root).resolve() / "mlartifacts").as_uri()
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    tracking_uri: str
+    experiment_name: str
+
+    def start_run(self, name: str, *, parent_run_id: str | None = None,
+                  tags: dict[str, str] | None = None) -> contextlib.AbstractContextManager[str]: ...
+    def log_params(self, params: dict[str, Any]) -> None: ...
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+    def log_figure(self, figure: Any, name: str) -> None: ...
+    def set_tags(self, tags: dict[str, str]) -> None: ...
+    def ensure_experiment(self) -> str: ...
+
+
+class NullTracker:
+    """Records calls in memory; for tests and for runs with tracking switched off."""
+
+    def __init__(self, experiment_name: str = "null"):
+        self.tracking_uri = ""
+        self.experiment_name = experiment_name
+        self.runs: list[dict[str, Any]] = []
+        self._stack: list[dict[str, Any]] = []
+
+    @contextlib.contextmanager
+    def start_run(self, name, *, parent_run_id=None, tags=None) -> Iterator[str]:
+        run = {"id": f"null-{len(self.runs)}", "name": name, "parent": parent_run_id,
+               "params": {}, "metrics": {}, "artifacts": [], "tags": dict(tags or {})}
+        self.runs.append(run)
+        self._stack.append(run)
+        try:
+            yield run["id"]
+        finally:
+            self._stack.pop()
+
+    def _cur(self) -> dict[str, Any]:
+        if not self._stack:
+            raise RuntimeError("NullTracker: no active run (call start_run first)")
+        return self._stack[-1]
+
+    def log_params(self, params):
+        self._cur()["params"].update(params)
+
+    def log_metrics(self, metrics, step=None):
+        self._cur()["metrics"].update(metrics)
+
+    def log_artifact(self, path, artifact_path=None):
+        self._cur()["artifacts"].append(str(path))
+
+    def log_figure(self, figure, name):
+        self._cur()["artifacts"].append(name)
+
+    def set_tags(self, tags):
+        self._cur()["tags"].update(tags)
+
+    def ensure_experiment(self) -> str:
+        return "0"
+
+
+def make_tracker(kind: str, experiment_name: str, root: str | Path = ".") -> Tracker:
+    """``kind`` is ``mlflow`` or ``null``."""
+    if kind == "null":
+        return NullTracker(experiment_name)
+    if kind == "mlflow":
+        from components.tracking.mlflow_tracker import MlflowTracker
+        return MlflowTracker(experiment_name, tracking_uri=default_tracking_uri(root),
+                             artifact_root=default_artifact_root(root))
+    raise ValueError(f"tracker kind {kind!r}: expected 'mlflow' or 'null'")

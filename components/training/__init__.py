@@ -1,0 +1,1 @@
+"""Training: objectives, schedules, scaling methods and the train loop."""

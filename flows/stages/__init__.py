@@ -1,0 +1,1 @@
+"""One module per dvc.yaml stage, each with ``run(params, ctx) -> dict`` and ``main()``."""

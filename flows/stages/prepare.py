@@ -1,0 +1,207 @@
+"""``prepare`` stage: raw corpora -> splits, vocabularies and GloVe rows as Parquet.
+
+For every tagging task in ``prepare.tasks`` (default corpora and any user corpus named there):
+read with the task's reader, split (seeded random 80/10/10, Greek NT by book, or the user's own
+train/dev/test files), optionally convert BIO -> BIOES, build word/char/label vocabularies
+(optionally top-K labels, the rest mapped to ``*``), match GloVe 50d rows, and write
+``data/prepared/<task>/{train,dev,test,vocab,glove}.parquet`` plus ``meta.json``.
+The non-tagging corpora (OCR letters, snakes, CMU dict, Greek->English verse pairs) are written
+as Parquet too, with their official splits/folds where they exist.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from components.config import load_section
+from components.data import readers, splits, store
+from components.data.glove import load_glove, match_glove
+from components.data.types import TaggedSentence
+from components.data.vocab import PAD, UNK, build_label_vocab, build_vocab, write_vocabs
+from components.io import write_json
+from flows.stages.common import StageContext, main
+
+Format = Literal["conll", "conllu", "word_tag", "ccg", "ark_twitter", "sblgnt"]
+
+
+@dataclass(frozen=True)
+class TaggingTaskConfig:
+    format: Format
+    paths: tuple[str, ...] = ()          # files to read and split (split: random | book)
+    train: str = ""                      # split: given -> the user's own files
+    dev: str = ""
+    test: str = ""
+    split: Literal["random", "book", "given"] = "random"
+    tag_field: str = ""                  # conllu: upos|xpos; sblgnt: morph|pos
+    scheme: Literal["keep", "bioes"] = "keep"
+    metric: Literal["accuracy", "span_f1"] = "accuracy"
+    top_k_labels: int = 0                # > 0: keep the K most frequent labels, map the rest to '*'
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    tasks: dict[str, TaggingTaskConfig] = field(default_factory=dict)
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    dev_books: tuple[str, ...] = ("41",)     # Mark
+    test_books: tuple[str, ...] = ("43",)    # John
+    min_word_count: int = 1
+    glove: bool = True
+    ocr_letters: bool = True
+    snakes: bool = True
+    cmudict: bool = True
+    parallel: bool = True
+
+
+def _read_file(cfg: TaggingTaskConfig, path: Path) -> list[TaggedSentence]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: corpus file not found (a default corpus: run `dvc repro fetch`; "
+                                f"a user corpus: check its path in params.yaml)")
+    if cfg.format == "conll":
+        return readers.read_conll(path, scheme=cfg.scheme)
+    if cfg.format == "conllu":
+        return readers.read_conllu(path, tag_field=cfg.tag_field or "upos")
+    if cfg.format == "word_tag":
+        return readers.read_word_tag(path)
+    if cfg.format == "ccg":
+        return readers.read_ccg(path)
+    if cfg.format == "ark_twitter":
+        return readers.read_ark_twitter(path)
+    if cfg.format == "sblgnt":
+        return readers.read_sblgnt(path, tag_field=cfg.tag_field or "morph")
+    raise ValueError(f"unknown corpus format {cfg.format!r}")
+
+
+def _with_bioes(cfg: TaggingTaskConfig, sents: list[TaggedSentence]) -> list[TaggedSentence]:
+    if cfg.scheme != "bioes" or cfg.format == "conll":   # read_conll converts itself
+        return sents
+    return [dataclasses.replace(s, tags=tuple(readers.bio_to_bioes(s.tags))) for s in sents]
+
+
+def split_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext) -> dict[str, list[TaggedSentence]]:
+    if cfg.split == "given":
+        missing = [k for k in ("train", "dev", "test") if not getattr(cfg, k)]
+        if missing or cfg.paths:
+            raise ValueError(f"prepare.tasks.{task}: split 'given' needs train, dev and test paths "
+                             f"(missing {missing}) and no 'paths'")
+        return {k: _with_bioes(cfg, _read_file(cfg, ctx.path(getattr(cfg, k)))) for k in splits.SPLITS}
+    if not cfg.paths:
+        raise ValueError(f"prepare.tasks.{task}: split {cfg.split!r} needs 'paths'")
+    sents = [s for p in cfg.paths for s in _read_file(cfg, ctx.path(p))]
+    sents = _with_bioes(cfg, sents)
+    if cfg.split == "book":
+        return splits.book_split(sents, lambda s: s.sid, pcfg.dev_books, pcfg.test_books)
+    return splits.random_split(sents, pcfg.fractions, ctx.base.seed)
+
+
+def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext,
+                 glove: tuple[dict[str, int], np.ndarray] | None) -> dict[str, Any]:
+    parts = split_task(task, cfg, pcfg, ctx)
+    out_dir = ctx.path(ctx.base.prepared_dir) / task
+    metrics: dict[str, Any] = {}
+    for k, sents in parts.items():
+        store.write_tagged(out_dir / f"{k}.parquet", sents)
+        metrics[f"{k}_sentences"] = len(sents)
+        metrics[f"{k}_tokens"] = sum(len(s.words) for s in sents)
+    train, held = parts["train"], parts["dev"] + parts["test"]
+    words = build_vocab((w.lower() for s in train for w in s.words), min_count=pcfg.min_word_count)
+    if glove is not None:
+        # Embeddings are fixed GloVe rows, so a dev/test word that has a GloVe vector is useful
+        # without leaking labels: add those words to the vocabulary (a standard practice).
+        extra = sorted({w.lower() for s in held for w in s.words} - set(words.tokens))
+        extra = [w for w in extra if w in glove[0]]
+        words = dataclasses.replace(words, tokens=words.tokens + tuple(extra), counts=words.counts + (0,) * len(extra))
+    chars = build_vocab(c for s in train for w in s.words for c in w)
+    labels = build_label_vocab(train, held, top_k=cfg.top_k_labels)
+    write_vocabs(out_dir / "vocab.parquet", {"word": words, "char": chars, "label": labels})
+    label_set = set(labels.tokens)
+    for k, sents in parts.items():
+        metrics[f"{k}_tags_mapped_to_other"] = sum(t not in label_set for s in sents for t in s.tags)
+    metrics.update(n_words=len(words), n_chars=len(chars), n_labels=len(labels))
+    if glove is not None:
+        ids, toks, vecs = match_glove(words, *glove)
+        store.write_embeddings(out_dir / "glove.parquet", ids, toks, vecs)
+        metrics["glove_coverage"] = len(ids) / max(len(words) - len(words.specials), 1)
+    write_json(out_dir / "meta.json", {"task": task, "format": cfg.format, "metric": cfg.metric,
+                                       "scheme": cfg.scheme, "split": cfg.split, **metrics})
+    return metrics
+
+
+def prepare_ocr(ctx: StageContext) -> dict[str, Any]:
+    words = readers.read_ocr_letters(ctx.path(ctx.base.raw_dir) / "ocr_letters" / "letters.pickle")
+    n = store.write_table(ctx.path(ctx.base.prepared_dir) / "ocr_letters" / "letters.parquet", {
+        "word_id": [w.word_id for w in words], "fold": [w.fold for w in words],
+        "labels": [w.labels.astype(np.int8).tolist() for w in words],
+        "pixels": [w.images.astype(np.uint8).reshape(-1).tolist() for w in words]}, store.OCR)
+    return {"words": n, "letters": int(sum(len(w.labels) for w in words)),
+            "folds": len({w.fold for w in words})}
+
+
+def prepare_snakes(ctx: StageContext) -> dict[str, Any]:
+    data = readers.read_snakes(ctx.path(ctx.base.raw_dir) / "snakes" / "snakes.pickle")
+    out = {}
+    for part, examples in data.items():
+        xs = [np.asarray(e.x) for e in examples]
+        out[f"{part}_grids"] = store.write_table(ctx.path(ctx.base.prepared_dir) / "snakes" / f"{part}.parquet", {
+            "index": list(range(len(xs))), "height": [x.shape[0] for x in xs], "width": [x.shape[1] for x in xs],
+            "channels": [x.shape[2] for x in xs], "x": [x.astype(np.uint8).reshape(-1).tolist() for x in xs],
+            "y": [np.asarray(e.y).astype(np.int8).reshape(-1).tolist() for e in examples]}, store.GRID)
+    return out
+
+
+def prepare_cmudict(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
+    entries = readers.read_cmudict(ctx.path(ctx.base.raw_dir) / "cmudict" / "cmudict.dict")
+    # split by word, so that the variants of one word stay in one split
+    by_word: dict[str, list] = {}
+    for e in entries:
+        by_word.setdefault(e.word, []).append(e)
+    parts = splits.random_split(sorted(by_word), pcfg.fractions, ctx.base.seed)
+    out = {}
+    for k, ws in parts.items():
+        rows = [e for w in ws for e in by_word[w]]
+        out[f"{k}_entries"] = store.write_table(ctx.path(ctx.base.prepared_dir) / "cmudict" / f"{k}.parquet", {
+            "word": [e.word for e in rows], "variant": [e.variant for e in rows],
+            "phonemes": [list(e.phonemes) for e in rows]}, store.PRONUNCIATION)
+    return out
+
+
+def prepare_parallel(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
+    raw = ctx.path(ctx.base.raw_dir)
+    pairs = readers.read_parallel(raw / "sblgnt" / "SBLGNT.tsv", raw / "bsb" / "nt_BSB.tsv")
+    parts = splits.book_split(pairs, lambda p: p.verse_id, pcfg.dev_books, pcfg.test_books)
+    out = {}
+    for k, ps in parts.items():
+        out[f"{k}_pairs"] = store.write_table(ctx.path(ctx.base.prepared_dir) / "greek_english" / f"{k}.parquet", {
+            "verse_id": [p.verse_id for p in ps], "source": [list(p.source) for p in ps],
+            "target": [list(p.target) for p in ps]}, store.PARALLEL)
+    return out
+
+
+def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    pcfg = load_section(PrepareConfig, "prepare", params)
+    if not pcfg.tasks:
+        raise ValueError("prepare.tasks is empty: name at least one tagging task in params.yaml")
+    glove = None
+    if pcfg.glove:
+        g = ctx.path(ctx.base.raw_dir) / "glove50"
+        glove = load_glove(g / "glove_6B_50d_emb.npy", g / "glove_6B_index.parquet")
+    metrics: dict[str, Any] = {}
+    for task, tcfg in pcfg.tasks.items():
+        metrics[task] = prepare_task(task, tcfg, pcfg, ctx, glove)
+    if pcfg.ocr_letters:
+        metrics["ocr_letters"] = prepare_ocr(ctx)
+    if pcfg.snakes:
+        metrics["snakes"] = prepare_snakes(ctx)
+    if pcfg.cmudict:
+        metrics["cmudict"] = prepare_cmudict(pcfg, ctx)
+    if pcfg.parallel:
+        metrics["greek_english"] = prepare_parallel(pcfg, ctx)
+    return metrics
+
+
+if __name__ == "__main__":
+    main("prepare")

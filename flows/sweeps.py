@@ -1,0 +1,151 @@
+"""Sweeps: Ray Tune ``Tuner`` + seeded ``OptunaSearch`` behind a concurrency limit.
+
+A search space names dotted ``params.yaml`` keys (``train.optim.lr``), so a trial's config and
+``dvc exp run -S train.optim.lr=...`` speak the same names; each trial applies its values onto
+the full params dict and loads its sections strictly. Trials are logged by Ray's
+``MLflowLoggerCallback`` as child runs of the sweep's parent run (tag ``mlflow.parentRunId``),
+with the trial folder (learning curve, checkpoint) saved as artifacts. Per-trial resources come
+from params (``gpu: auto`` gives each trial one GPU when the driver sees CUDA), failed trials are
+retried from their last checkpoint (``FailureConfig``), and the best trial's checkpoint is copied
+to a DVC-tracked folder by the caller.
+
+Ray starts locally (token auth off, no dashboard) unless ``RAY_ADDRESS`` names a cluster.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from components.config import ConfigError, get_dotted
+from components.tracking import Tracker
+
+
+@dataclass(frozen=True)
+class ResourcesConfig:
+    cpu: float = 1.0
+    gpu: float | str = "auto"          # a number, or "auto": 1 when CUDA is visible to the driver
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    num_samples: int = 2
+    max_concurrent: int = 2
+    metric: str = "best_dev_score"
+    mode: Literal["max", "min"] = "max"
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resources: ResourcesConfig = ResourcesConfig()
+    max_failures: int = 1
+
+
+def init_ray(num_cpus: int | None = None) -> None:
+    import ray
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+    else:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
+                 configure_logging=True, logging_level="WARNING")
+
+
+def build_space(space: dict[str, dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """params-declared space -> Ray Tune distributions. Every key must exist in params."""
+    from ray import tune
+    out = {}
+    for key, spec in space.items():
+        get_dotted(params, key)     # a typo in a sweep key is an error, not a no-op
+        kind = spec.get("type")
+        try:
+            if kind == "loguniform":
+                out[key] = tune.loguniform(float(spec["low"]), float(spec["high"]))
+            elif kind == "uniform":
+                out[key] = tune.uniform(float(spec["low"]), float(spec["high"]))
+            elif kind == "randint":
+                out[key] = tune.randint(int(spec["low"]), int(spec["high"]))
+            elif kind == "choice":
+                out[key] = tune.choice(list(spec["values"]))
+            else:
+                raise ConfigError(f"sweep space {key!r}: type {kind!r} is not one of loguniform, uniform, randint, choice")
+        except KeyError as e:
+            raise ConfigError(f"sweep space {key!r}: missing {e.args[0]!r} for type {kind!r}") from e
+    return out
+
+
+def trial_resources(res: ResourcesConfig) -> dict[str, float]:
+    gpu = res.gpu
+    if gpu == "auto":
+        import torch
+        gpu = 1.0 if torch.cuda.is_available() else 0.0
+    elif isinstance(gpu, str):
+        raise ConfigError(f"sweep.resources.gpu: expected a number or 'auto', got {gpu!r}")
+    return {"cpu": float(res.cpu), "gpu": float(gpu)}
+
+
+@dataclass
+class SweepResult:
+    best_config: dict[str, Any]
+    best_metrics: dict[str, Any]
+    best_checkpoint: Path | None
+    trials: list[dict[str, Any]]          # one row per trial: config, final metrics, status
+
+
+def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: SweepConfig,
+              params: dict[str, Any], seed: int, tracker: Tracker, parent_run_id: str,
+              storage: Path, tags: dict[str, str] | None = None) -> SweepResult:
+    """Run ``trainable`` (a Tune function trainable taking the dotted-key config) over the space."""
+    from ray import tune
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    if cfg.num_samples < 1:
+        raise ConfigError(f"sweep.num_samples must be >= 1, got {cfg.num_samples}")
+    init_ray()
+    tracker.ensure_experiment()      # create the experiment before parallel trials race on SQLite
+    space = build_space(cfg.space, params)
+    searcher = ConcurrencyLimiter(OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed),
+                                  max_concurrent=cfg.max_concurrent) if space else None
+    callback = MLflowLoggerCallback(tracking_uri=tracker.tracking_uri, experiment_name=tracker.experiment_name,
+                                    tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **(tags or {})},
+                                    save_artifact=True)
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, trial_resources(cfg.resources)),
+        param_space=space,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if space else 1,
+                                    metric=cfg.metric, mode=cfg.mode,
+                                    max_concurrent_trials=cfg.max_concurrent),
+        run_config=tune.RunConfig(
+            name=name, storage_path=str(storage.resolve()), callbacks=[callback], verbose=1,
+            failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
+    )
+    grid = tuner.fit()
+    trials = []
+    for r in grid:
+        trials.append({"config": dict(r.config or {}), "metrics": dict(r.metrics or {}),
+                       "error": repr(r.error) if r.error else "", "path": r.path})
+    ok = [r for r in grid if not r.error and r.metrics and cfg.metric in r.metrics]
+    if not ok:
+        errors = "; ".join(t["error"] for t in trials if t["error"]) or "no trial reported the metric"
+        raise RuntimeError(f"sweep {name}: every trial failed ({errors})")
+    best = grid.get_best_result(metric=cfg.metric, mode=cfg.mode, filter_nan_and_inf=True)
+    ckpt = Path(best.checkpoint.path) if best.checkpoint is not None else None
+    return SweepResult(best_config=dict(best.config), best_metrics=dict(best.metrics), best_checkpoint=ckpt, trials=trials)
+
+
+def copy_checkpoint(src: Path, dest: Path) -> None:
+    """Replace ``dest`` by a copy of the checkpoint folder ``src`` (copy, then rename)."""
+    dest = Path(dest)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(src, tmp)
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
