@@ -1,0 +1,81 @@
+import json
+
+import pytest
+
+from components.data.store import read_tagged
+from components.data.tasks import load_tagging_task
+from components.tracking.mlflow_tracker import MlflowTracker
+from flows.stages import prepare, train
+from flows.stages.common import run_stage
+
+
+def _runs(root):
+    t = MlflowTracker("approxinfer", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    return {r.info.run_id: r for r in t.search_runs()}
+
+
+def test_prepare_then_two_trial_sweep(tiny_root):
+    root, params = tiny_root
+    m = run_stage("prepare", prepare.run, params, root)
+    assert m["pos"]["train_sentences"] + m["pos"]["dev_sentences"] + m["pos"]["test_sentences"] == 60
+    assert 0 < m["pos"]["glove_coverage"] < 1
+    assert json.loads((root / "metrics" / "prepare.json").read_text())["ner"]["n_labels"] == 3  # O, S-PER, S-LOC (single-token entities)
+    ner_train = read_tagged(root / "data/prepared/ner/train.parquet")
+    assert any(t.startswith("S-") for s in ner_train for t in s.tags)          # BIO -> BIOES applied
+    task = load_tagging_task(root / "data/prepared/pos")
+    assert task.metric == "accuracy" and len(task.glove_ids) > 0
+
+    import ray
+    try:
+        tm = run_stage("train", train.run, params, root)
+    finally:
+        ray.shutdown()
+    for name in ("pos", "ner"):
+        assert tm[name]["n_trials"] == 2 and tm[name]["n_failed"] == 0
+        assert 0 <= tm[name]["test_score"] <= 100
+        assert (root / "models/tagger" / name / "model.pt").exists()
+        assert json.loads((root / "plots/train" / f"{name}.json").read_text())[0]["epoch"] == 1
+    assert json.loads((root / "metrics" / "train.json").read_text())["pos"]["test_score"] == tm["pos"]["test_score"]
+
+    runs = _runs(root)
+    by_name = {}
+    for r in runs.values():
+        by_name.setdefault(r.info.run_name, []).append(r)
+    stage = by_name["train"][0]
+    assert stage.info.status == "FINISHED" and "pos.test_score" in stage.data.metrics
+    for name in ("pos", "ner"):
+        sweep = by_name[f"sweep/{name}"][0]
+        assert sweep.data.tags["mlflow.parentRunId"] == stage.info.run_id
+        assert sweep.data.metrics["test_score"] == pytest.approx(tm[name]["test_score"])
+        children = [r for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == sweep.info.run_id]
+        assert len(children) == 2
+        for c in children:
+            assert c.info.status == "FINISHED"
+            assert {"dev_score", "best_dev_score", "test_score"} <= set(c.data.metrics)
+            assert "train.optim.lr" in c.data.params
+
+
+def test_train_on_unprepared_task_is_a_clear_error(tiny_root):
+    root, params = tiny_root
+    params["train"]["tasks"] = ["nope"]
+    with pytest.raises(FileNotFoundError, match="'nope' has not been prepared"):
+        run_stage("train", train.run, params, root)
+
+
+def test_user_corpus_with_given_split(tiny_root):
+    root, params = tiny_root
+    user = root / "data/user/conll2003"
+    user.mkdir(parents=True)
+    for part in ("train", "dev", "test"):
+        (user / f"eng.{part}").write_text("-DOCSTART- -X- -X- O\n\nJohn NNP B-NP B-PER\nruns VBZ B-VP O\n\n"
+                                          "Mary NNP B-NP B-PER\nsleeps VBZ B-VP O\n")
+    params["prepare"]["tasks"] = {"conll2003": {"format": "conll", "split": "given", "scheme": "bioes",
+                                                "metric": "span_f1", "train": "data/user/conll2003/eng.train",
+                                                "dev": "data/user/conll2003/eng.dev",
+                                                "test": "data/user/conll2003/eng.test"}}
+    m = run_stage("prepare", prepare.run, params, root)
+    assert m["conll2003"]["train_sentences"] == 2
+    assert [s.tags for s in read_tagged(root / "data/prepared/conll2003/dev.parquet")] == [("S-PER", "O")] * 2
+    params["prepare"]["tasks"]["conll2003"]["train"] = "data/user/missing.txt"
+    with pytest.raises(FileNotFoundError, match="missing.txt: corpus file not found"):
+        run_stage("prepare", prepare.run, params, root)
