@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(BIN):$(PATH)
 export RAY_AUTH_MODE ?= disabled
 export RAY_USAGE_STATS_ENABLED ?= 0
-export MLFLOW_ENABLE_TELEMETRY ?= false
+export MLFLOW_DISABLE_TELEMETRY ?= true
 export DO_NOT_TRACK ?= true
 
 .PHONY: install run test test-all ui dag clean-runs

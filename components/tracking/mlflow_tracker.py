@@ -10,15 +10,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 
-import mlflow  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 logging.getLogger("alembic").setLevel(logging.WARNING)

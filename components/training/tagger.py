@@ -16,7 +16,7 @@ from components.metrics.tagging import tagging_scores
 
 def token_ce_loss(model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
     """Mean token cross-entropy over unmasked positions."""
-    scores = model(batch.words, batch.mask)                       # [B, N, L]
+    scores = model(batch.words, batch.mask, batch.chars)          # [B, N, L]
     return F.cross_entropy(scores[batch.mask], batch.tags[batch.mask])
 
 
@@ -28,7 +28,7 @@ def predict_tags(model: torch.nn.Module, ds: TaggingDataset, labels: Vocab, *, b
     out: list[list[str] | None] = [None] * len(ds)
     for batch in ds.batches(batch_size):
         batch = batch.to(device)
-        pred = model(batch.words, batch.mask).argmax(-1).cpu()
+        pred = model(batch.words, batch.mask, batch.chars).argmax(-1).cpu()
         for b, i in enumerate(batch.index.tolist()):
             n = int(batch.lengths[b])
             out[i] = [labels.tokens[j] for j in pred[b, :n].tolist()]

@@ -22,7 +22,7 @@ from components.config import BaseConfig, flatten, load_params, load_section, re
 from components.io import write_json
 from components.tracking import Tracker, make_tracker
 
-os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 
 

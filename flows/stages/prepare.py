@@ -11,9 +11,8 @@ as Parquet too, with their official splits/folds where they exist.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -22,7 +21,7 @@ from components.config import load_section
 from components.data import readers, splits, store
 from components.data.glove import load_glove, match_glove
 from components.data.types import TaggedSentence
-from components.data.vocab import PAD, UNK, build_label_vocab, build_vocab, write_vocabs
+from components.data.vocab import build_label_vocab, build_vocab, write_vocabs
 from components.io import write_json
 from flows.stages.common import StageContext, main
 

@@ -1,0 +1,191 @@
+"""Per-task model sweeps: the machinery shared by ``train`` (local tagger) and ``train_energy``.
+
+A :class:`ModelSpec` says what differs between stages — how to build the model for a prepared
+task, its training loss, and how to evaluate it — and everything else is here, once: each
+(task, variant) gets a Ray Tune / Optuna sweep over the dotted keys of ``<section>.sweep.space``;
+each trial trains with early stopping on dev (a tqdm_ray progress bar per epoch), reports every
+epoch with a checkpoint (a failed trial resumes from it), saves its learning curve, and finally
+evaluates its best-on-dev weights on test. The best trial by dev score is copied to
+``<models_dir>/<task>[/<variant>]`` (DVC-tracked), its learning curve to ``<plots_dir>``, and its
+test metrics become the stage's metrics.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from components.config import BaseConfig, load_section, resolve_device, set_dotted
+from components.data.tasks import TaggingTask, load_tagging_task
+from components.io import write_json
+from components.models.encoders import BLSTMConfig
+from components.reports.curves import close, learning_curve, sweep_curves
+from components.training.loop import FitState, TrainConfig, fit
+from flows.stages.common import StageContext, numeric
+from flows.sweeps import SweepConfig, copy_checkpoint, run_sweep
+
+
+@dataclass(frozen=True)
+class TaskSweepConfig:
+    """Keys every per-task sweep stage shares (a stage's section may add its own)."""
+    tasks: tuple[str, ...] = ("pos", "ner")
+    model: BLSTMConfig = BLSTMConfig()
+    optim: TrainConfig = TrainConfig()
+    max_train_sentences: int = 0         # 0 = the whole training split
+    eval_batch_size: int = 128
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    models_dir: str = "models/tagger"
+    plots_dir: str = "plots/train"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    section: str                                                            # params section
+    config: type                                                            # its dataclass
+    variants: Callable[[Any], tuple[str, ...]]                              # cfg -> variant names ("" = one)
+    build: Callable[[Any, str, TaggingTask, int], torch.nn.Module]          # (cfg, variant, task, seed)
+    loss: Callable[[Any, str], Callable[[torch.nn.Module, Any], torch.Tensor]]
+    evaluate: Callable[[torch.nn.Module, Any, str, TaggingTask, Any, str, str], dict[str, float]]
+    # evaluate(model, cfg, variant, task, dataset, split name, device) -> metrics with "score"
+
+
+def _spec(ref: str) -> ModelSpec:
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, Any], root: Path, *,
+              resume: FitState | None = None, on_epoch=None, on_batch=None):
+    """Train one configuration -> (model with best-on-dev weights, fit state, test metrics, task)."""
+    base = load_section(BaseConfig, "base", params)
+    cfg = load_section(spec.config, spec.section, params)
+    torch.manual_seed(base.seed)
+    device = resolve_device(base.device)
+    task = load_tagging_task(root / base.prepared_dir / task_name,
+                             max_train_sentences=cfg.max_train_sentences, seed=base.seed)
+    model = spec.build(cfg, variant, task, base.seed).to(device)
+    n_batches = -(-len(task.train) // cfg.optim.batch_size)
+
+    def batches(epoch: int):
+        for b in task.train.batches(cfg.optim.batch_size, shuffle=True, seed=base.seed * 1000 + epoch):
+            yield b.to(device)
+
+    state = fit(model, spec.loss(cfg, variant), batches, n_batches,
+                lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
+                state=resume, on_batch=on_batch, on_epoch=on_epoch)
+    model.eval()
+    with torch.no_grad():
+        test = spec.evaluate(model, cfg, variant, task, task.test, "test", device)
+    return model, state, test, task
+
+
+def _save_checkpoint(folder: Path, state: FitState, meta: dict[str, Any]) -> None:
+    torch.save(state.to_dict(), folder / "state.pt")
+    if state.best_model_state is not None:
+        torch.save(state.best_model_state, folder / "model.pt")
+    (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+
+
+def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any], task: str, variant: str,
+               root: str) -> None:
+    """Ray Tune function trainable: ``config`` maps dotted params keys to this trial's values."""
+    from ray import tune
+    from ray.experimental.tqdm_ray import tqdm
+
+    spec = _spec(spec_ref)
+    for key, value in config.items():
+        params = set_dotted(params, key, value)
+    cfg = load_section(spec.config, spec.section, params)
+    resume = None
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
+    meta = {"task": task, "variant": variant, "section": spec.section, "model": asdict(cfg.model), "config": config}
+    bar: dict[str, Any] = {}
+    label = f"{task}/{variant}" if variant else task
+
+    def on_batch(i: int, n: int, loss: float) -> None:
+        if i == 1:
+            bar["tqdm"] = tqdm(total=n, desc=f"{label} epoch")
+        bar["tqdm"].update(1)
+        if i == n:
+            bar["tqdm"].close()
+
+    def on_epoch(state: FitState, record: dict[str, float]) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            _save_checkpoint(Path(d), state, meta)
+            tune.report({**record, "best_dev_score": state.best_score, "best_epoch": float(state.best_epoch)},
+                        checkpoint=tune.Checkpoint.from_directory(d))
+
+    model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume,
+                                      on_epoch=on_epoch, on_batch=on_batch)
+    trial_dir = Path(tune.get_context().get_trial_dir())
+    fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
+    fig.savefig(trial_dir / "learning_curve.png")
+    close(fig)
+    (trial_dir / "history.json").write_text(json.dumps(state.history, indent=2))
+    with tempfile.TemporaryDirectory() as d:
+        _save_checkpoint(Path(d), state, {**meta, "test": test})
+        tune.report({"best_dev_score": state.best_score, "best_epoch": float(state.best_epoch),
+                     "epochs_run": float(state.epoch), **{f"test_{k}": v for k, v in test.items()}},
+                    checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def _trial_label(i: int, config: dict[str, Any]) -> str:
+    short = (f"{k.rsplit('.', 1)[-1]}={v:.3g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
+             for k, v in config.items())
+    return f"trial {i}: " + ", ".join(short)
+
+
+def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    from ray import tune
+    spec = _spec(spec_ref)
+    cfg = load_section(spec.config, spec.section, params)
+    metrics: dict[str, Any] = {}
+    for task in cfg.tasks:
+        if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
+            raise FileNotFoundError(f"{spec.section}.tasks: task {task!r} has not been prepared "
+                                    f"(is it under prepare.tasks in params.yaml?)")
+    for task in cfg.tasks:
+        for variant in spec.variants(cfg):
+            label = f"{task}/{variant}" if variant else task
+            key = f"{task}-{variant}" if variant else task
+            with ctx.tracker.start_run(f"sweep/{label}", parent_run_id=ctx.run_id,
+                                       tags={"task": task, "variant": variant}) as parent:
+                ctx.tracker.log_params({"task": task, "variant": variant,
+                                        **{f"space.{k}": str(v) for k, v in cfg.sweep.space.items()}})
+                trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
+                                                 variant=variant, root=str(ctx.root))
+                res = run_sweep(trainable, name=f"{ctx.stage}-{key}", cfg=cfg.sweep, params=params,
+                                seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
+                                storage=ctx.path(".ray_results"), tags={"task": task, "stage": ctx.stage})
+                if res.best_checkpoint is None:
+                    raise RuntimeError(f"sweep {ctx.stage}-{key}: the best trial left no checkpoint")
+                dest = ctx.path(cfg.models_dir) / task / variant if variant else ctx.path(cfg.models_dir) / task
+                copy_checkpoint(res.best_checkpoint, dest)
+                best = {k: v for k, v in res.best_metrics.items() if k.startswith(("test_", "best_", "epochs_run"))}
+                best.update({f"config.{k}": v for k, v in res.best_config.items()})
+                histories = {}
+                for i, t in enumerate(res.trials):
+                    h = Path(t["path"]) / "history.json"
+                    if h.exists():
+                        histories[_trial_label(i, t["config"])] = json.loads(h.read_text())
+                fig = sweep_curves(histories, title=f"{label}: dev score per trial")
+                ctx.tracker.log_figure(fig, f"{key}_sweep_curves.png")
+                close(fig)
+                best_hist = Path(res.best_checkpoint).parent / "history.json"
+                rows = json.loads(best_hist.read_text()) if best_hist.exists() else []
+                write_json(ctx.path(cfg.plots_dir) / f"{key}.json",
+                           [{"epoch": r["epoch"], "train_loss": r["train_loss"], "dev_score": r["dev_score"]} for r in rows])
+                ctx.tracker.log_metrics(numeric(best))
+                ctx.tracker.log_params({f"best.{k}": v for k, v in res.best_config.items()})
+                ctx.tracker.log_artifact(dest / "model.json", "best_model")
+            metrics[key] = {**best, "n_trials": len(res.trials),
+                            "n_failed": sum(1 for t in res.trials if t["error"])}
+    return metrics
