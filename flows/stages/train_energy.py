@@ -1,0 +1,64 @@
+"""``train_energy`` stage: BLSTM-CRF and BLSTM-CRF+ chain energies on every default tagging task.
+
+For each (task, energy) in ``train_energy.tasks`` x ``train_energy.energies``: a sweep through the
+spine (:mod:`flows.task_sweeps`) training the energy with ``train_energy.objective`` (the CRF
+negative log-likelihood by default), early stopping on dev with Viterbi decoding. The best trial's
+test metrics — accuracy or span F1, the mean test energy of gold and of Viterbi outputs, and
+decoding speed — go to MLflow and ``metrics/train_energy.json``; its weights to
+``models/energy/<task>/<energy>/`` for the approximate-inference studies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.energies import ENERGIES
+from components.inference.evaluate import evaluate_inference
+from components.inference.exact import Viterbi
+from components.training import OBJECTIVES
+from flows.stages.common import StageContext, main
+from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
+
+
+@dataclass(frozen=True)
+class EnergyStageConfig(TaskSweepConfig):
+    energies: tuple[str, ...] = ("blstm_crf", "blstm_crf_plus")
+    objective: str = "nll"
+
+
+def _variants(cfg: EnergyStageConfig) -> tuple[str, ...]:
+    unknown = [e for e in cfg.energies if e not in ENERGIES]
+    if unknown or cfg.objective not in OBJECTIVES:
+        raise ValueError(f"train_energy: unknown energies {unknown} (known {sorted(ENERGIES)}) or objective "
+                         f"{cfg.objective!r} (known {sorted(OBJECTIVES)})")
+    return cfg.energies
+
+
+def _build(cfg: EnergyStageConfig, variant: str, task, seed: int):
+    return ENERGIES[variant](cfg.model, len(task.vocabs["word"]), len(task.vocabs["char"]),
+                             len(task.vocabs["label"]), task.glove_ids, task.glove_vectors, seed)
+
+
+def _loss(cfg: EnergyStageConfig, variant: str):
+    objective = OBJECTIVES[cfg.objective]
+
+    def loss(energy, batch):
+        return objective(energy.potentials(batch), batch.tags).mean()
+    return loss
+
+
+def _evaluate(energy, cfg: EnergyStageConfig, variant: str, task, ds, split: str, device: str) -> dict[str, float]:
+    return evaluate_inference(energy, Viterbi(), ds, task.vocabs["label"], task.metric,
+                              batch_size=cfg.eval_batch_size, device=device)
+
+
+SPEC = ModelSpec(section="train_energy", config=EnergyStageConfig, variants=_variants, build=_build,
+                 loss=_loss, evaluate=_evaluate)
+
+
+def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    return run_task_sweeps("flows.stages.train_energy:SPEC", params, ctx)
+
+
+if __name__ == "__main__":
+    main("train_energy")
