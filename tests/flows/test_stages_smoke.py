@@ -79,3 +79,29 @@ def test_user_corpus_with_given_split(tiny_root):
     params["prepare"]["tasks"]["conll2003"]["train"] = "data/user/missing.txt"
     with pytest.raises(FileNotFoundError, match="missing.txt: corpus file not found"):
         run_stage("prepare", prepare.run, params, root)
+
+
+def test_train_energy_stage(tiny_root):
+    from flows.stages import train_energy
+    root, params = tiny_root
+    params["prepare"]["tasks"] = {"ner": params["prepare"]["tasks"]["ner"]}
+    run_stage("prepare", prepare.run, params, root)
+    te = params["train_energy"]
+    te.update(tasks=["ner"], max_train_sentences=0)
+    te["optim"].update(epochs=1, batch_size=8)
+    te["model"]["hidden"] = 4
+    te["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0})
+    import ray
+    try:
+        m = run_stage("train_energy", train_energy.run, params, root)
+    finally:
+        ray.shutdown()
+    for energy in ("blstm_crf", "blstm_crf_plus"):
+        r = m[f"ner-{energy}"]
+        assert r["n_failed"] == 0 and 0 <= r["test_f1"] <= 100
+        assert r["test_energy_pred"] <= r["test_energy_gold"] + 1e-6      # Viterbi is exact
+        assert r["test_decode_tokens_per_s"] > 0
+        assert (root / "models/energy/ner" / energy / "model.pt").exists()
+    runs = _runs(root)
+    names = {r.info.run_name for r in runs.values()}
+    assert {"train_energy", "sweep/ner/blstm_crf", "sweep/ner/blstm_crf_plus"} <= names

@@ -373,7 +373,7 @@ def test_sample_frequencies_match_marginals(per_position, dtype):
     ok = ((freq - p).abs() <= band)[case.mask]
     assert ok.all(), (freq - p)[case.mask].abs().max()
     # pairs too: the sampler draws whole sequences, not independent positions
-    b, n = 0, 4
+    b = 0
     Y, s = en.all_scores(*case.args64, b)
     joint = torch.softmax(s, 0)
     pair = torch.zeros(L, L, dtype=torch.float64)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from components.structures import enumerate as en
 from components.structures import linear_chain as lc
