@@ -113,9 +113,11 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     space = build_space(cfg.space, params)
     searcher = ConcurrencyLimiter(OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed),
                                   max_concurrent=cfg.max_concurrent) if space else None
-    callback = MLflowLoggerCallback(tracking_uri=tracker.tracking_uri, experiment_name=tracker.experiment_name,
-                                    tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **(tags or {})},
-                                    save_artifact=True)
+    callbacks = []
+    if tracker.tracking_uri:         # the null tracker logs nowhere
+        callbacks.append(MLflowLoggerCallback(
+            tracking_uri=tracker.tracking_uri, experiment_name=tracker.experiment_name,
+            tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **(tags or {})}, save_artifact=True))
     tuner = tune.Tuner(
         tune.with_resources(trainable, trial_resources(cfg.resources)),
         param_space=space,
@@ -123,7 +125,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
                                     metric=cfg.metric, mode=cfg.mode,
                                     max_concurrent_trials=cfg.max_concurrent),
         run_config=tune.RunConfig(
-            name=name, storage_path=str(storage.resolve()), callbacks=[callback], verbose=1,
+            name=name, storage_path=str(storage.resolve()), callbacks=callbacks, verbose=1,
             failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
     )

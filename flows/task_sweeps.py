@@ -48,8 +48,10 @@ class ModelSpec:
     section: str                                                            # params section
     config: type                                                            # its dataclass
     variants: Callable[[Any], tuple[str, ...]]                              # cfg -> variant names ("" = one)
-    build: Callable[[Any, str, TaggingTask, int], torch.nn.Module]          # (cfg, variant, task, seed)
-    loss: Callable[[Any, str], Callable[[torch.nn.Module, Any], torch.Tensor]]
+    build: Callable[[Any, str, TaggingTask, int, Path], torch.nn.Module]    # (cfg, variant, task, seed, root)
+    loss: Callable[[Any, str, torch.nn.Module], Callable[[torch.nn.Module, Any], torch.Tensor]]
+    # loss(cfg, variant, model) -> loss_fn(model, batch); a loss_fn with an ``epoch`` attribute is
+    # told the epoch before each epoch's batches (for schedules such as lambda annealing)
     evaluate: Callable[[torch.nn.Module, Any, str, TaggingTask, Any, str, str], dict[str, float]]
     # evaluate(model, cfg, variant, task, dataset, split name, device) -> metrics with "score"
 
@@ -68,14 +70,17 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     device = resolve_device(base.device)
     task = load_tagging_task(root / base.prepared_dir / task_name,
                              max_train_sentences=cfg.max_train_sentences, seed=base.seed)
-    model = spec.build(cfg, variant, task, base.seed).to(device)
+    model = spec.build(cfg, variant, task, base.seed, root).to(device)
+    loss_fn = spec.loss(cfg, variant, model)
     n_batches = -(-len(task.train) // cfg.optim.batch_size)
 
     def batches(epoch: int):
+        if hasattr(loss_fn, "epoch"):
+            loss_fn.epoch = epoch
         for b in task.train.batches(cfg.optim.batch_size, shuffle=True, seed=base.seed * 1000 + epoch):
             yield b.to(device)
 
-    state = fit(model, spec.loss(cfg, variant), batches, n_batches,
+    state = fit(model, loss_fn, batches, n_batches,
                 lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
                 state=resume, on_batch=on_batch, on_epoch=on_epoch)
     model.eval()

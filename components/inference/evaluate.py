@@ -18,9 +18,13 @@ from components.metrics.tagging import tagging_scores
 
 @torch.no_grad()
 def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Vocab, metric: str, *,
-                       batch_size: int = 64, device: str | torch.device = "cpu") -> dict[str, float]:
+                       batch_size: int = 64, device: str | torch.device = "cpu", instances: bool = False):
+    """-> metrics, or (metrics, per-instance arrays ``energy`` [n] and ``relaxed_energy`` [n] (NaN
+    for methods without a relaxed output), in dataset order) when ``instances``."""
     energy.eval()
     preds: list[list[str] | None] = [None] * len(ds)
+    inst_e = torch.full((len(ds),), float("nan"), dtype=torch.float64)
+    inst_r = torch.full((len(ds),), float("nan"), dtype=torch.float64)
     gold_e = pred_e = 0.0
     seconds = 0.0
     for batch in ds.batches(batch_size):
@@ -34,7 +38,11 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
             torch.cuda.synchronize()
         seconds += time.perf_counter() - t0
         gold_e += float(energy.energy(batch, batch.tags, potentials=p).sum())
-        pred_e += float(energy.energy(batch, res.labels, potentials=p).sum())
+        e_b = energy.energy(batch, res.labels, potentials=p)
+        pred_e += float(e_b.sum())
+        inst_e[batch.index.cpu()] = e_b.double().cpu()
+        if res.relaxed is not None:
+            inst_r[batch.index.cpu()] = energy.energy(batch, res.relaxed, potentials=p).double().cpu()
         lab = res.labels.cpu()
         for b, i in enumerate(batch.index.tolist()):
             preds[i] = [labels.tokens[j] for j in lab[b, :int(batch.lengths[b])].tolist()]
@@ -43,4 +51,8 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
     out.update({"energy_gold": gold_e / n, "energy_pred": pred_e / n,
                 "decode_seconds": seconds, "decode_sentences_per_s": n / max(seconds, 1e-9),
                 "decode_tokens_per_s": ds.n_tokens / max(seconds, 1e-9)})
+    if not torch.isnan(inst_r).all():
+        out["energy_relaxed"] = float(inst_r.mean())
+    if instances:
+        return out, {"energy": inst_e.numpy(), "relaxed_energy": inst_r.numpy()}
     return out

@@ -18,7 +18,12 @@ from components.config import load_section
 from components.io import write_text
 from components.metrics.timing import time_call
 from components.structures import linear_chain
+from components.data.tasks import load_tagging_task
+from components.inference.gradient_descent import GDConfig
+from components.inference.oracle_bench import compare_oracle_grid
 from components.structures.baselines import PytorchCRF, TorchStruct
+from flows.energy_io import load_energy
+from flows.stages.approx import ApproxConfig
 from flows.stages.common import StageContext, main
 
 
@@ -34,10 +39,19 @@ class KernelBenchConfig:
 
 
 @dataclass(frozen=True)
+class OracleBenchConfig:
+    task: str = "pos"
+    energy: str = "blstm_crf_plus"
+    instances: int = 8                      # the naive loop costs ~15 s per instance on 2 cores
+    energy_dir: str = "models/energy"
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     threads: int = 2
     gpu: bool = True                        # also run on CUDA when it is available
     kernels: KernelBenchConfig = field(default_factory=KernelBenchConfig)
+    oracle: OracleBenchConfig = field(default_factory=OracleBenchConfig)
     report: str = "plots/bench/kernels.md"
 
 
@@ -131,17 +145,43 @@ def markdown(results: dict[str, dict[str, Any]], cfg: KernelBenchConfig) -> str:
                          f"{cell(f'L{L}.viterbi.pytorch_crf_ms')} | "
                          f"{cell(f'L{L}.viterbi.compiled_speedup_vs_pytorch_crf', '{:.1f}×')} | – | – |")
         lines += ["", "targets: " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in targets(res).items()), ""]
+        o = res.get("oracle_grid")
+        if o:
+            lines += [f"oracle grid ({int(o['instances'])} test sentences x {int(o['lrs'])} learning rates x N up to "
+                      f"{int(o['max_N'])}): vectorised {o['batched_s']:.2f} s, naive loop {o['naive_s']:.1f} s, "
+                      f"ratio {o['speedup']:.0f}x (target 100x: {'met' if o['target_100x'] else 'NOT met'}); "
+                      f"label agreement {o['label_agreement']:.4f}", ""]
     return "\n".join(lines) + "\n"
+
+
+def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device: str) -> dict[str, Any]:
+    """The full oracle grid (every lr x every N) on the first ``instances`` test sentences of a task:
+    the vectorised GD against the paper's naive loop (one instance, one (N, lr) at a time), same
+    initial logits, same data, one run; labels must agree."""
+    task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
+    energy = load_energy(ctx.path(cfg.energy_dir) / cfg.task / cfg.energy, cfg.energy, task, device)
+    batch = task.test.collate(list(range(min(cfg.instances, len(task.test))))).to(device)
+    with torch.no_grad():
+        p = energy.potentials(batch)
+    res = compare_oracle_grid(p.unary, p.transition, p.mask, gd, seed=0)
+    if res["label_agreement"] < 0.999:
+        raise RuntimeError(f"bench: the vectorised GD grid disagrees with the naive loop ({res})")
+    return {**res, "instances": float(batch.words.shape[0]), "lrs": float(len(gd.lrs)),
+            "max_N": float(max(gd.checkpoints)), "target_100x": res["speedup"] >= 100}
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(BenchConfig, "bench", params)
+    acfg = load_section(ApproxConfig, "approx", params)
     torch.set_num_threads(cfg.threads)
     devices = ["cpu"] + (["cuda"] if cfg.gpu and torch.cuda.is_available() else [])
+    gd = GDConfig(lrs=acfg.gd.lrs, checkpoints=acfg.gd.checkpoints, momentum=acfg.gd.momentum, init_std=acfg.gd.init_std)
     results = {}
     for dev in devices:
         results[dev] = bench_kernels(cfg.kernels, dev, progress=lambda m: print(m, flush=True))
         results[dev]["targets"] = targets(results[dev])
+        results[dev]["oracle_grid"] = bench_oracle(cfg.oracle, gd, ctx, dev)
+        print(f"bench {dev} oracle grid: {results[dev]['oracle_grid']}", flush=True)
     machine = {"cpu": platform.processor() or platform.machine(), "threads": cfg.threads,
                "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else "none"}
     write_text(ctx.path(cfg.report), f"machine: {machine}\n\n" + markdown(results, cfg.kernels))

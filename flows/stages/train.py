@@ -14,7 +14,7 @@ from flows.stages.common import StageContext, main
 from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
 
 
-def _build(cfg: TaskSweepConfig, variant: str, task, seed: int) -> BLSTMTagger:
+def _build(cfg: TaskSweepConfig, variant: str, task, seed: int, root) -> BLSTMTagger:
     return BLSTMTagger(cfg.model, len(task.vocabs["word"]), len(task.vocabs["label"]),
                        n_chars=len(task.vocabs["char"]), pretrained_ids=task.glove_ids,
                        pretrained=task.glove_vectors, seed=seed)
@@ -25,7 +25,7 @@ def _evaluate(model, cfg: TaskSweepConfig, variant: str, task, ds, split: str, d
 
 
 SPEC = ModelSpec(section="train", config=TaskSweepConfig, variants=lambda cfg: ("",), build=_build,
-                 loss=lambda cfg, variant: token_ce_loss, evaluate=_evaluate)
+                 loss=lambda cfg, variant, model: token_ce_loss, evaluate=_evaluate)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

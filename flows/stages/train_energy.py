@@ -34,12 +34,12 @@ def _variants(cfg: EnergyStageConfig) -> tuple[str, ...]:
     return cfg.energies
 
 
-def _build(cfg: EnergyStageConfig, variant: str, task, seed: int):
+def _build(cfg: EnergyStageConfig, variant: str, task, seed: int, root):
     return ENERGIES[variant](cfg.model, len(task.vocabs["word"]), len(task.vocabs["char"]),
                              len(task.vocabs["label"]), task.glove_ids, task.glove_vectors, seed)
 
 
-def _loss(cfg: EnergyStageConfig, variant: str):
+def _loss(cfg: EnergyStageConfig, variant: str, model):
     objective = OBJECTIVES[cfg.objective]
 
     def loss(energy, batch):

@@ -1,0 +1,41 @@
+"""``report`` stage: the Tu & Gimpel (2019) tables and figure from ``metrics/approx.json``,
+with the paper's numbers beside ours, as Markdown and PNG (``reports/tu_gimpel/``), in MLflow."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from components.config import load_section
+from components.io import atomic_path, write_text
+from components.reports.curves import close
+from components.reports.tu_gimpel import report
+from flows.stages.approx import ApproxConfig
+from flows.stages.common import StageContext, main
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    approx_metrics: str = "metrics/approx.json"
+    out_dir: str = "reports/tu_gimpel"
+
+
+def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    cfg = load_section(ReportConfig, "report", params)
+    acfg = load_section(ApproxConfig, "approx", params)
+    path = ctx.path(cfg.approx_metrics)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no approx results (run `dvc repro approx`)")
+    results = {k: v for k, v in json.loads(path.read_text()).items() if isinstance(v, dict)}
+    md, fig = report(results, acfg.arch)
+    out = ctx.path(cfg.out_dir)
+    write_text(out / "README.md", md)
+    with atomic_path(out / "figure2.png") as tmp:
+        fig.savefig(tmp, format="png")
+    close(fig)
+    ctx.tracker.log_artifact(out, "tu_gimpel")
+    return {"tasks": len(results)}
+
+
+if __name__ == "__main__":
+    main("report")
