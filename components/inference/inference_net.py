@@ -44,8 +44,8 @@ import copy
 import dataclasses
 import inspect
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 import torch
 import torch.nn.functional as F
@@ -54,10 +54,9 @@ from torch.func import functional_call, vmap
 
 from components.energies.base import ChainPotentials
 from components.inference.base import InferenceResult
-from components.training.loop import FitState, TrainConfig, fit
 
 __all__ = ["InfNetTrainConfig", "TailorConfig", "lambda_at", "infnet_logits", "token_ce", "infnet_loss",
-           "InfNetObjective", "train_infnet", "InferenceNetwork", "TailoredInferenceNetwork", "tailor",
+           "InfNetObjective", "InferenceNetwork", "TailoredInferenceNetwork", "tailor",
            "warm_start_logits"]
 
 _WORD_EMBEDDING = "embed.embedding.weight"
@@ -68,7 +67,6 @@ class InfNetTrainConfig:
     lam: float = 1.0                 # lambda, the weight of the token loss; paper grid {0.2, 0.5, 1, 2, 5}
     anneal_lambda: bool = False      # lambda_epoch = lam * exp(-0.01 * epoch)
     local_only: bool = False         # token CE only: the local baseline
-    train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self):
         if not (self.lam >= 0 and math.isfinite(self.lam)):
@@ -144,7 +142,7 @@ def infnet_loss(net: nn.Module, energy: Any, batch: Any, lam: float, *, local_on
 
 class InfNetObjective:
     """``loss_fn(net, batch)`` for ``components.training.loop.fit``; ``epoch`` (set by
-    :func:`train_infnet` as each epoch starts) drives lambda annealing."""
+    :func:`components.training.infnet.train_infnet` as each epoch starts) drives lambda annealing."""
 
     def __init__(self, energy: Any, cfg: InfNetTrainConfig):
         self.energy, self.cfg, self.epoch = energy, cfg, 1
@@ -155,24 +153,6 @@ class InfNetObjective:
 
     def __call__(self, net: nn.Module, batch: Any) -> torch.Tensor:
         return infnet_loss(net, self.energy, batch, self.lam, local_only=self.cfg.local_only)
-
-
-def train_infnet(net: nn.Module, energy: Any, train_batches: Callable[[int], Iterable[Any]], n_batches: int,
-                 evaluate: Callable[[nn.Module], dict[str, float]], cfg: InfNetTrainConfig, *,
-                 state: FitState | None = None, on_batch: Callable[[int, int, float], None] | None = None,
-                 on_epoch: Callable[[FitState, dict[str, float]], None] | None = None) -> FitState:
-    """Train ``net`` against the frozen ``energy`` with :func:`components.training.loop.fit`
-    (Adam, early stopping on ``evaluate(net)["score"]``); returns the FitState, ``net`` holds the
-    best-on-dev weights. ``train_batches(epoch)`` yields the epoch's batches on the net's device."""
-    objective = InfNetObjective(energy, cfg)
-
-    def batches(epoch: int) -> Iterable[Any]:
-        objective.epoch = epoch
-        return train_batches(epoch)
-
-    energy.eval()
-    return fit(net, objective, batches, n_batches, evaluate, cfg.train, state=state, on_batch=on_batch,
-               on_epoch=on_epoch)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,12 +50,9 @@ from flows.stages.infnets import InfNetStageConfig, NetUnderEnergy, net_config
 
 
 @dataclass(frozen=True)
-class GDGridConfig:
-    lrs: tuple[float, ...] = (1e4, 5e3, 1e3, 500.0, 100.0, 50.0, 10.0, 5.0, 1.0)
-    checkpoints: tuple[int, ...] = (5, 10, 20, 30, 40, 50, 100, 500, 1000)
-    momentum: float = 0.9
-    init_std: float = 1.0
-    max_iterations: dict[str, int] = field(default_factory=dict)   # per task cap on N (large label sets)
+class GDGridConfig(GDConfig):
+    """The paper's GD grid (:class:`GDConfig`) plus a per-task cap on N for large label sets."""
+    max_iterations: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ class ApproxConfig:
     max_test_sentences: dict[str, int] = field(default_factory=dict)   # 0 / absent = the whole test set
     max_dev_sentences: int = 100
     batch_size: int = 32
-    gd: GDGridConfig = GDGridConfig()
+    gd: GDGridConfig = GDGridConfig(init_std=0.01)      # near-uniform start (see the README)
     shard_size: int = 50
     resources: ResourcesConfig = ResourcesConfig()
     tailor_steps: tuple[int, ...] = (3, 5, 10)
@@ -125,8 +122,8 @@ def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
 def _gd_config(cfg: ApproxConfig, task: str) -> dict[str, Any]:
     cap = cfg.gd.max_iterations.get(task, 0)
     checkpoints = tuple(n for n in cfg.gd.checkpoints if cap <= 0 or n <= cap)
-    return {"lrs": tuple(float(x) for x in cfg.gd.lrs), "checkpoints": checkpoints,
-            "momentum": cfg.gd.momentum, "init_std": cfg.gd.init_std}
+    return {"lrs": tuple(float(x) for x in cfg.gd.lrs), "checkpoints": checkpoints, "momentum": cfg.gd.momentum,
+            "init_std": cfg.gd.init_std, "restarts": cfg.gd.restarts}
 
 
 def _train_lm(seqs: list[list[int]], vocab: int, cfg: ApproxConfig, seed: int) -> LSTMLM:

@@ -175,7 +175,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     acfg = load_section(ApproxConfig, "approx", params)
     torch.set_num_threads(cfg.threads)
     devices = ["cpu"] + (["cuda"] if cfg.gpu and torch.cuda.is_available() else [])
-    gd = GDConfig(lrs=acfg.gd.lrs, checkpoints=acfg.gd.checkpoints, momentum=acfg.gd.momentum, init_std=acfg.gd.init_std)
+    gd = GDConfig(lrs=acfg.gd.lrs, checkpoints=acfg.gd.checkpoints, momentum=acfg.gd.momentum,
+                  restarts=acfg.gd.restarts, init_std=acfg.gd.init_std)
     results = {}
     for dev in devices:
         results[dev] = bench_kernels(cfg.kernels, dev, progress=lambda m: print(m, flush=True))

@@ -79,7 +79,7 @@ def _build(cfg: InfNetStageConfig, variant: str, task, seed: int, root: Path) ->
 def _loss(cfg: InfNetStageConfig, variant: str, model: NetUnderEnergy):
     _, _, mode = parse_variant(variant)
     objective = InfNetObjective(model.energy, InfNetTrainConfig(lam=cfg.lam, anneal_lambda=cfg.anneal_lambda,
-                                                                local_only=mode == "local", train=cfg.optim))
+                                                                local_only=mode == "local"))
 
     class Loss:
         epoch = 1

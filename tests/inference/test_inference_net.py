@@ -20,9 +20,10 @@ from components.inference.evaluate import evaluate_inference
 from components.inference.exact import Viterbi
 from components.inference.inference_net import (InferenceNetwork, InfNetObjective, InfNetTrainConfig,
                                                 TailorConfig, TailoredInferenceNetwork, infnet_loss,
-                                                lambda_at, tailor, token_ce, train_infnet,
+                                                lambda_at, tailor, token_ce,
                                                 warm_start_logits)
 from components.models.infnets import INFNETS, InfNetConfig, build_infnet, plus_config
+from components.training.infnet import train_infnet
 from components.training.loop import TrainConfig
 
 L = 4
@@ -121,8 +122,8 @@ def test_registry_configs_and_builder():
     assert cfg.cnn_widths == (1, 5) and cfg.hidden == 7
     with pytest.raises(ConfigError):
         from_dict(InfNetConfig, {"arch": "cnn", "widths": [1, 5]})
-    tcfg = from_dict(InfNetTrainConfig, {"lam": 2, "anneal_lambda": True, "train": {"lr": 0.01}})
-    assert tcfg.lam == 2.0 and tcfg.train.lr == 0.01 and tcfg.train.epochs == TrainConfig().epochs
+    tcfg = from_dict(InfNetTrainConfig, {"lam": 2, "anneal_lambda": True})
+    assert tcfg.lam == 2.0 and tcfg.anneal_lambda
     plus = plus_config(InfNetConfig())
     assert (plus.char_filters, plus.freeze_embeddings, plus.dropout) == (30, False, 0.5)
     # "+" nets: char CNN, fine-tuned embeddings; plain nets: frozen GloVe rows
@@ -201,7 +202,7 @@ def test_loss_terms():
 
 
 def test_lambda_annealing_and_train_infnet():
-    cfg = InfNetTrainConfig(lam=2.0, anneal_lambda=True, train=TrainConfig(epochs=2, lr=0.01))
+    cfg = InfNetTrainConfig(lam=2.0, anneal_lambda=True)
     assert lambda_at(cfg, 0) == 2.0 and lambda_at(cfg, 10) == pytest.approx(2.0 * np.exp(-0.1))
     assert lambda_at(dataclasses.replace(cfg, anneal_lambda=False), 10) == 2.0
     energy, net = _energy(), _net("cnn13")
@@ -212,6 +213,7 @@ def test_lambda_annealing_and_train_infnet():
     seen = []
     state = train_infnet(net, energy, lambda epoch: DS.batches(4, shuffle=True, seed=epoch), 2,
                          lambda m: {"score": -float(infnet_loss(m, energy, BATCH, 1.0))}, cfg,
+                         TrainConfig(epochs=2, lr=0.01),
                          on_epoch=lambda s, rec: seen.append(rec["epoch"]))
     assert seen == [1.0, 2.0] and state.epoch == 2
 

@@ -1,0 +1,46 @@
+"""End to end: prepare -> train_energy -> infnets -> approx -> report on the tiny corpus (slow: several
+Ray sweeps). The GD grid and tailoring grid are cut to a few points; the assertions are the
+study's invariants, which hold at any scale."""
+import json
+
+import pytest
+
+from flows.stages import approx, infnets, prepare, report, train_energy
+from flows.stages.common import run_stage
+
+
+@pytest.mark.slow
+def test_approx_study_end_to_end(tiny_root):
+    import ray
+    root, params = tiny_root
+    params["prepare"]["tasks"] = {"pos": params["prepare"]["tasks"]["pos"]}
+    run_stage("prepare", prepare.run, params, root)
+    for section in ("train_energy", "infnets"):
+        params[section].update(tasks=["pos"], max_train_sentences=0)
+        params[section]["optim"].update(epochs=1, batch_size=8)
+        params[section]["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0})
+    params["train_energy"]["model"]["hidden"] = 4
+    params["infnets"]["infnet"]["hidden"] = 4
+    params["approx"].update(tasks=["pos"], max_test_sentences={}, max_dev_sentences=0, tailor_steps=[2],
+                            tailor_lrs=[0.01], warm_start_steps=[2], warm_start_lrs=[1.0], speed_batch_sizes=[10],
+                            shard_size=4, lm_epochs=1, resources={"cpu": 1, "gpu": 0})
+    params["approx"]["gd"].update(checkpoints=[2, 5], max_iterations={})
+    try:
+        run_stage("train_energy", train_energy.run, params, root)
+        run_stage("infnets", infnets.run, params, root)
+        m = run_stage("approx", approx.run, params, root)["pos"]
+    finally:
+        ray.shutdown()
+    vit = m["blstm_crf_plus.viterbi"]
+    assert vit["energy_pred"] <= vit["energy_gold"] + 1e-6
+    for n, row in m["blstm_crf_plus.gd_oracle"].items():
+        assert row["search_error"] >= -1e-5                           # nothing beats exact inference
+    assert m["blstm_crf_plus.gd_oracle"]["oracle"]["score"] >= max(
+        r["score"] for k, r in m["blstm_crf_plus.gd_oracle"].items() if k != "oracle") - 1e-9
+    for key in ("blstm_crf.cnn.infnet", "blstm_crf.seq2seq.local", "blstm_crf_plus.cnn.infnet"):
+        assert m[key]["search_error"] >= -1e-5
+    assert set(m["speed"]) == {"viterbi", "gd", "cnn", "blstm", "seq2seq"}
+    run_stage("report", report.run, params, root)
+    md = (root / "reports/tu_gimpel/README.md").read_text()
+    assert "Table 6" in md and (root / "reports/tu_gimpel/figure2.png").stat().st_size > 0
+    assert json.loads((root / "metrics/approx.json").read_text())["pos"]["n_test"] == m["n_test"]
