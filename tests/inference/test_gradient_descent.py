@@ -23,15 +23,6 @@ from components.structures import linear_chain as lc
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: a second intra-op thread only adds spin-wait contention on a busy 2-core box.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _chain(seed: int, B: int, N: int, L: int, *, per_position=False, dtype=torch.float64, scale=2.0,
            lengths=None):
     g = torch.Generator().manual_seed(seed)

@@ -42,16 +42,6 @@ CONFIGS = {
 TAILOR = ["cnn13", "blstm2", "seq2seq", "seq2seq_hard", "cnn_plus", "blstm_plus", "seq2seq_plus"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is fastest, and idle OpenMP workers spinning on a busy
-    2-core machine can cost 10-100x in wall time."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _data():
     rng = random.Random(0)
     words = [f"w{i}" for i in range(20)]

@@ -19,14 +19,6 @@ SPAN_LABELS = ["O", "B-A", "I-A", "E-A", "S-A", "B-B", "I-B"]
 ACC_LABELS = ["N", "V", "D", "*"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _quality(pred: list[str], gold: list[str], metric: str) -> Fraction:
     if metric == "accuracy":
         return Fraction(sum(p == g and g != "*" for p, g in zip(pred, gold)), len(gold))
