@@ -161,8 +161,7 @@ def _tune_on_dev(make, steps: tuple[int, ...], lrs: tuple[float, ...], energy, d
     for n in steps:
         best = max(lrs, key=lambda lr: evaluate_inference(energy, make(n, lr), dev, labels, metric, batch_size=bs,
                                                           device=device)["score"])
-        m, inst = evaluate_inference(energy, make(n, best), test, labels, metric, batch_size=bs, device=device,
-                                     instances=True)
+        m = evaluate_inference(energy, make(n, best), test, labels, metric, batch_size=bs, device=device)
         rows[str(n)] = {**m, "lr": best}
     return rows
 
@@ -256,7 +255,6 @@ def study_task(task_name: str, cfg: ApproxConfig, icfg: InfNetStageConfig, base:
 
     # Table 3: speed (examples/s) under the BLSTM-CRF energy, at batch size 10 and the fastest size
     e1 = energies[cfg.table1_energy]
-    gd_best = out[f"{cfg.table1_energy}.gd_oracle"]
     methods = {"viterbi": Viterbi(), "gd": GradientDescent(lr=100.0, iterations=cfg.speed_gd_iterations, seed=seed)}
     methods.update({a: InferenceNetwork(nets[f"{cfg.table1_energy}.{a}.infnet"]) for a in icfg.archs})
     sp = {}
@@ -265,7 +263,6 @@ def study_task(task_name: str, cfg: ApproxConfig, icfg: InfNetStageConfig, base:
         sp[mname] = {"bs10": per_bs.get(10, float("nan")), "fastest": max(per_bs.values()),
                      "fastest_bs": float(max(per_bs, key=per_bs.get))}
     out["speed"] = sp
-    del gd_best
 
     done("speed")
 
