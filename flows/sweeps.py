@@ -99,8 +99,14 @@ class SweepResult:
 
 def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: SweepConfig,
               params: dict[str, Any], seed: int, tracker: Tracker, parent_run_id: str,
-              storage: Path, tags: dict[str, str] | None = None) -> SweepResult:
-    """Run ``trainable`` (a Tune function trainable taking the dotted-key config) over the space."""
+              storage: Path, tags: dict[str, str] | None = None,
+              grid: list[dict[str, Any]] | None = None) -> SweepResult:
+    """Run ``trainable`` (a Tune function trainable taking the dotted-key config) over the space.
+
+    ``grid``: instead of the params space, one trial per element (a dict, seen by the trial as
+    ``config["run"]`` and logged to MLflow as ``run/<key>`` params) — a design such as
+    task x objective x procedure x fold x seed, run exhaustively (Tune's ``grid_search``).
+    """
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
     from ray.tune.search import ConcurrencyLimiter
@@ -110,9 +116,15 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
         raise ConfigError(f"sweep.num_samples must be >= 1, got {cfg.num_samples}")
     init_ray()
     tracker.ensure_experiment()      # create the experiment before parallel trials race on SQLite
-    space = build_space(cfg.space, params)
-    searcher = ConcurrencyLimiter(OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed),
-                                  max_concurrent=cfg.max_concurrent) if space else None
+    if grid is not None:
+        if not grid:
+            raise ConfigError(f"sweep {name}: the grid is empty")
+        space = {"run": tune.grid_search(list(grid))}
+        searcher = None
+    else:
+        space = build_space(cfg.space, params)
+        searcher = ConcurrencyLimiter(OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed),
+                                      max_concurrent=cfg.max_concurrent) if space else None
     callbacks = []
     if tracker.tracking_uri:         # the null tracker logs nowhere
         callbacks.append(MLflowLoggerCallback(
@@ -121,7 +133,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     tuner = tune.Tuner(
         tune.with_resources(trainable, trial_resources(cfg.resources)),
         param_space=space,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if space else 1,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if searcher else 1,
                                     metric=cfg.metric, mode=cfg.mode,
                                     max_concurrent_trials=cfg.max_concurrent),
         run_config=tune.RunConfig(

@@ -5,6 +5,11 @@ left-aligned (``mask[b, t]`` is True for ``t < lengths[b]``), the shape every st
 ``components.structures`` expects. Bucketing sorts sentences by length (ties broken by a seeded
 shuffle) and cuts consecutive runs into batches, so padding is small; the batch order is then
 shuffled. Everything is a pure function of (data, seed, epoch).
+
+Per-token feature columns (``TaggedSentence.feats``, e.g. a POS column as an input to chunking)
+are encoded with the vocabularies ``feat:<name>`` (``<pad>`` = 0, ``<unk>`` = 1) into
+``TaggingBatch.feats`` long ``[B, N, F]``, one column per feature in the dataset's order; a
+dataset without features has ``F = 0``.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
+from components.data.store import FEAT_PREFIX, check_feature_names
 from components.data.types import TaggedSentence
 from components.data.vocab import Vocab, encode_labels
 
@@ -26,31 +32,49 @@ class TaggingBatch:
     mask: torch.Tensor     # bool [B, N], left-aligned
     lengths: torch.Tensor  # long [B]
     index: torch.Tensor    # long [B] row of each sentence in its dataset
+    feats: torch.Tensor = None  # type: ignore[assignment]  # long [B, N, F] feature ids (0 = pad); None -> [B, N, 0]
+
+    def __post_init__(self):
+        if self.feats is None:
+            self.feats = torch.zeros(*self.words.shape, 0, dtype=torch.long, device=self.words.device)
 
     def to(self, device: torch.device | str) -> "TaggingBatch":
         return TaggingBatch(*(getattr(self, f).to(device) for f in
-                              ("words", "chars", "tags", "mask", "lengths", "index")))
+                              ("words", "chars", "tags", "mask", "lengths", "index", "feats")))
 
     def __len__(self) -> int:
         return int(self.words.shape[0])
 
 
 class TaggingDataset:
-    """Sentences encoded with the task's vocabularies (``word``, ``char``, ``label``).
+    """Sentences encoded with the task's vocabularies (``word``, ``char``, ``label``, and
+    ``feat:<name>`` for each feature).
 
     Words are looked up lower-cased when ``lowercase`` (GloVe 6B is lower-cased); characters keep
-    their case. Unknown words/chars map to ``<unk>``; labels outside the label vocabulary map to
-    ``*`` and are counted in ``n_mapped_labels``.
+    their case. Unknown words/chars/feature values map to ``<unk>``; labels outside the label
+    vocabulary map to ``*`` and are counted in ``n_mapped_labels``. ``features`` names the
+    feature columns to encode, in order; ``None`` takes every ``feat:<name>`` vocabulary in
+    ``vocabs`` (in their order), so a task loaded with features keeps them when it is subsampled.
+    A sentence without a requested feature is an error naming it.
     """
 
     def __init__(self, sentences: Sequence[TaggedSentence], vocabs: dict[str, Vocab], *,
-                 lowercase: bool = True, max_word_len: int = 20):
+                 lowercase: bool = True, max_word_len: int = 20, features: Sequence[str] | None = None):
         if not sentences:
             raise ValueError("TaggingDataset: no sentences")
         self.sentences = list(sentences)
+        if features is None:
+            features = [k[len(FEAT_PREFIX):] for k in vocabs if k.startswith(FEAT_PREFIX)]
+        self.features = check_feature_names(features, "TaggingDataset")
+        for f in self.features:
+            if FEAT_PREFIX + f not in vocabs:
+                raise ValueError(f"TaggingDataset: feature {f!r} has no vocabulary {FEAT_PREFIX + f!r} "
+                                 f"(vocabularies: {sorted(vocabs)})")
+        fvs = [vocabs[FEAT_PREFIX + f] for f in self.features]
+        self.feat_sizes = [len(v) for v in fvs]
         wv, cv, lv = vocabs["word"], vocabs["char"], vocabs["label"]
         w_unk, c_unk = wv.unk_id, cv.unk_id
-        self.words, self.chars, self.tags = [], [], []
+        self.words, self.chars, self.tags, self.feats = [], [], [], []
         self.n_mapped_labels = 0
         for s in self.sentences:
             if len(s.words) == 0:
@@ -60,6 +84,13 @@ class TaggingDataset:
             ids, mapped = encode_labels(s.tags, lv)
             self.tags.append(ids)
             self.n_mapped_labels += mapped
+            cols = []
+            for f, fv in zip(self.features, fvs):
+                if f not in s.feats:
+                    raise ValueError(f"TaggingDataset: sentence {s.sid!r} has no feature {f!r} "
+                                     f"(its features: {sorted(s.feats) or 'none'})")
+                cols.append([fv.index(v, fv.unk_id) for v in s.feats[f]])
+            self.feats.append(cols)   # [F][n]
         self.lengths = np.array([len(w) for w in self.words], dtype=np.int64)
 
     def __len__(self) -> int:
@@ -69,6 +100,17 @@ class TaggingDataset:
     def n_tokens(self) -> int:
         return int(self.lengths.sum())
 
+    def subset(self, rows: Sequence[int]) -> "TaggingDataset":
+        """The sentences at ``rows`` (already encoded; same vocabularies and features)."""
+        rows = [int(i) for i in rows]
+        out = TaggingDataset.__new__(TaggingDataset)
+        out.__dict__.update(self.__dict__)
+        for k in ("sentences", "words", "chars", "tags", "feats"):
+            setattr(out, k, [getattr(self, k)[i] for i in rows])
+        out.lengths = self.lengths[rows]
+        out.n_mapped_labels = None     # counted when encoding; not tracked per sentence
+        return out
+
     def collate(self, idx: Sequence[int]) -> TaggingBatch:
         idx = list(idx)
         B = len(idx)
@@ -77,15 +119,18 @@ class TaggingDataset:
         words = torch.zeros(B, N, dtype=torch.long)
         chars = torch.zeros(B, N, C, dtype=torch.long)
         tags = torch.zeros(B, N, dtype=torch.long)
+        feats = torch.zeros(B, N, len(self.features), dtype=torch.long)
         for b, i in enumerate(idx):
             n = self.lengths[i]
             words[b, :n] = torch.tensor(self.words[i])
             tags[b, :n] = torch.tensor(self.tags[i])
             for t, cs in enumerate(self.chars[i]):
                 chars[b, t, :len(cs)] = torch.tensor(cs)
+            if self.features:
+                feats[b, :n] = torch.tensor(self.feats[i]).T
         lengths = torch.as_tensor(self.lengths[idx])
         mask = torch.arange(N)[None, :] < lengths[:, None]
-        return TaggingBatch(words, chars, tags, mask, lengths, torch.tensor(idx, dtype=torch.long))
+        return TaggingBatch(words, chars, tags, mask, lengths, torch.tensor(idx, dtype=torch.long), feats)
 
     def batches(self, batch_size: int, *, shuffle: bool = False, seed: int = 0) -> Iterator[TaggingBatch]:
         for idx in bucket_indices(self.lengths, batch_size, shuffle=shuffle, seed=seed):

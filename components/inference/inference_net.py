@@ -237,7 +237,8 @@ def _select(batch: Any, p: ChainPotentials, b: int) -> tuple[Any, ChainPotential
     n = int(batch.mask[b].sum())
     sub = dataclasses.replace(batch, words=batch.words[b:b + 1, :n], chars=batch.chars[b:b + 1, :n],
                               tags=batch.tags[b:b + 1, :n], mask=batch.mask[b:b + 1, :n],
-                              lengths=batch.lengths[b:b + 1], index=batch.index[b:b + 1])
+                              lengths=batch.lengths[b:b + 1], index=batch.index[b:b + 1],
+                              feats=batch.feats[b:b + 1, :n])
     W = p.transition if p.transition.dim() == 2 else p.transition[b:b + 1, :max(n - 1, 0)]
     return sub, ChainPotentials(p.unary[b:b + 1, :n], W, p.mask[b:b + 1, :n])
 

@@ -25,6 +25,9 @@ class TrainConfig:
     batch_size: int = 32
     grad_clip: float = 5.0
     weight_decay: float = 0.0
+    min_delta: float = 0.0     # a dev score must beat the best by more than this to count as progress
+    lr_patience: int = 0       # > 0: ReduceLROnPlateau (mode max, threshold min_delta absolute)
+    lr_factor: float = 0.1
 
 
 @dataclass
@@ -38,6 +41,7 @@ class FitState:
     model_state: dict[str, Any] | None = None
     best_model_state: dict[str, Any] | None = None
     optim_state: dict[str, Any] | None = None
+    sched_state: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -52,18 +56,29 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         evaluate: Callable[[torch.nn.Module], dict[str, float]], cfg: TrainConfig, *,
         state: FitState | None = None,
         on_batch: Callable[[int, int, float], None] | None = None,
-        on_epoch: Callable[[FitState, dict[str, float]], None] | None = None) -> FitState:
+        on_epoch: Callable[[FitState, dict[str, float]], None] | None = None,
+        before_eval: Callable[[int], dict[str, float]] | None = None) -> FitState:
     """Train ``model`` in place; on return it holds the best-on-dev weights.
 
     train_batches(epoch) yields the epoch's batches (the caller seeds the shuffle by epoch).
+    Only parameters with ``requires_grad`` are optimised (freeze a part to train the rest).
+    ``before_eval(epoch)`` runs after an epoch's updates and before the dev evaluation (online
+    scaling re-selects its alpha there); what it returns joins the epoch's record. Stopping:
+    ``patience`` epochs in a row without a dev gain above ``min_delta``; with ``lr_patience`` the
+    learning rate is cut by ``lr_factor`` after that many such epochs (S&O App. B).
     """
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                            weight_decay=cfg.weight_decay)
+    sched = (torch.optim.lr_scheduler.ReduceLROnPlateau(
+        opt, mode="max", factor=cfg.lr_factor, patience=cfg.lr_patience - 1, threshold=cfg.min_delta,
+        threshold_mode="abs") if cfg.lr_patience > 0 else None)
     state = state or FitState()
     if state.model_state is not None:
         model.load_state_dict(state.model_state)
     if state.optim_state is not None:
         opt.load_state_dict(state.optim_state)
+    if sched is not None and state.sched_state is not None:
+        sched.load_state_dict(state.sched_state)
     while state.epoch < cfg.epochs and state.bad_epochs < cfg.patience:
         epoch = state.epoch + 1
         model.train()
@@ -83,14 +98,18 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
             if on_batch:
                 on_batch(i + 1, n_batches, loss.item())
         train_s = time.perf_counter() - t0
+        extra = before_eval(epoch) if before_eval else {}
         model.eval()
         with torch.no_grad():
             dev = evaluate(model)
         record = {"epoch": float(epoch), "train_loss": total / max(count, 1), "train_seconds": train_s,
-                  **{f"dev_{k}": v for k, v in dev.items()}}
+                  "lr": float(opt.param_groups[0]["lr"]), **extra, **{f"dev_{k}": v for k, v in dev.items()}}
         state.history.append(record)
         state.epoch = epoch
-        if dev["score"] > state.best_score:
+        if sched is not None:
+            sched.step(dev["score"])
+            state.sched_state = sched.state_dict()
+        if dev["score"] > state.best_score + cfg.min_delta or state.best_model_state is None:
             state.best_score, state.best_epoch, state.bad_epochs = dev["score"], epoch, 0
             state.best_model_state = copy.deepcopy(model.state_dict())
         else:

@@ -5,6 +5,12 @@ read with the task's reader, split (seeded random 80/10/10, Greek NT by book, or
 train/dev/test files), optionally convert BIO -> BIOES, build word/char/label vocabularies
 (optionally top-K labels, the rest mapped to ``*``), match GloVe 50d rows, and write
 ``data/prepared/<task>/{train,dev,test,vocab,glove}.parquet`` plus ``meta.json``.
+A task may keep per-token input columns (``features: [pos]``; for the ``conll`` format name their
+0-based columns in ``feature_columns: {pos: 1}``, as for CoNLL-2000 ``word POS chunk``): its
+splits then get ``feat:<name>`` columns, its vocabulary file ``feat:<name>`` vocabularies (from
+train, with ``<pad>``/``<unk>``), and ``meta.json`` a ``features`` list. Without features the
+files are exactly as before. A sentence without a requested feature is an error naming the task
+and the sentence.
 The non-tagging corpora (OCR letters, snakes, CMU dict, Greek->English verse pairs) are written
 as Parquet too, with their official splits/folds where they exist.
 """
@@ -40,6 +46,8 @@ class TaggingTaskConfig:
     scheme: Literal["keep", "bioes"] = "keep"
     metric: Literal["accuracy", "span_f1"] = "accuracy"
     top_k_labels: int = 0                # > 0: keep the K most frequent labels, map the rest to '*'
+    features: tuple[str, ...] = ()       # per-token input columns to keep (TaggedSentence.feats), e.g. [pos]
+    feature_columns: dict[str, int] = field(default_factory=dict)  # conll: name -> 0-based column, e.g. {pos: 1}
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,7 @@ def _read_file(cfg: TaggingTaskConfig, path: Path) -> list[TaggedSentence]:
         raise FileNotFoundError(f"{path}: corpus file not found (a default corpus: run `dvc repro fetch`; "
                                 f"a user corpus: check its path in params.yaml)")
     if cfg.format == "conll":
-        return readers.read_conll(path, scheme=cfg.scheme)
+        return readers.read_conll(path, scheme=cfg.scheme, feat_cols=cfg.feature_columns or None)
     if cfg.format == "conllu":
         return readers.read_conllu(path, tag_field=cfg.tag_field or "upos")
     if cfg.format == "word_tag":
@@ -97,13 +105,36 @@ def split_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: Stag
     return splits.random_split(sents, pcfg.fractions, ctx.base.seed)
 
 
+def check_feature_config(task: str, cfg: TaggingTaskConfig) -> tuple[str, ...]:
+    """The task's feature names, checked: plain names given once; ``feature_columns`` only for conll."""
+    features = store.check_feature_names(cfg.features, f"prepare.tasks.{task}.features")
+    if cfg.feature_columns and cfg.format != "conll":
+        raise ValueError(f"prepare.tasks.{task}.feature_columns: only the conll format reads columns by "
+                         f"number; format {cfg.format!r} has its own features (ccg: pos; sblgnt: pos, lemma)")
+    store.check_feature_names(list(cfg.feature_columns), f"prepare.tasks.{task}.feature_columns")
+    return features
+
+
+def _check_features(task: str, features: tuple[str, ...], parts: dict[str, list[TaggedSentence]]) -> None:
+    for k, sents in parts.items():
+        for s in sents:
+            for f in features:
+                if f not in s.feats:
+                    raise ValueError(
+                        f"prepare.tasks.{task}: sentence {s.sid!r} ({k} split) has no feature {f!r} "
+                        f"(its features: {sorted(s.feats) or 'none'}); conll files need the column in "
+                        f"feature_columns, e.g. {{{f}: 1}}")
+
+
 def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext,
                  glove: tuple[dict[str, int], np.ndarray] | None) -> dict[str, Any]:
+    features = check_feature_config(task, cfg)
     parts = split_task(task, cfg, pcfg, ctx)
+    _check_features(task, features, parts)
     out_dir = ctx.path(ctx.base.prepared_dir) / task
     metrics: dict[str, Any] = {}
     for k, sents in parts.items():
-        store.write_tagged(out_dir / f"{k}.parquet", sents)
+        store.write_tagged(out_dir / f"{k}.parquet", sents, features)
         metrics[f"{k}_sentences"] = len(sents)
         metrics[f"{k}_tokens"] = sum(len(s.words) for s in sents)
     train, held = parts["train"], parts["dev"] + parts["test"]
@@ -116,17 +147,21 @@ def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: St
         words = dataclasses.replace(words, tokens=words.tokens + tuple(extra), counts=words.counts + (0,) * len(extra))
     chars = build_vocab(c for s in train for w in s.words for c in w)
     labels = build_label_vocab(train, held, top_k=cfg.top_k_labels)
-    write_vocabs(out_dir / "vocab.parquet", {"word": words, "char": chars, "label": labels})
+    feat_vocabs = {store.FEAT_PREFIX + f: build_vocab(v for s in train for v in s.feats[f]) for f in features}
+    write_vocabs(out_dir / "vocab.parquet", {"word": words, "char": chars, "label": labels, **feat_vocabs})
     label_set = set(labels.tokens)
     for k, sents in parts.items():
         metrics[f"{k}_tags_mapped_to_other"] = sum(t not in label_set for s in sents for t in s.tags)
     metrics.update(n_words=len(words), n_chars=len(chars), n_labels=len(labels))
+    for f in features:
+        metrics[f"n_feat_{f}"] = len(feat_vocabs[store.FEAT_PREFIX + f])
     if glove is not None:
         ids, toks, vecs = match_glove(words, *glove)
         store.write_embeddings(out_dir / "glove.parquet", ids, toks, vecs)
         metrics["glove_coverage"] = len(ids) / max(len(words) - len(words.specials), 1)
+    extra = {"features": list(features)} if features else {}   # no key at all without features
     write_json(out_dir / "meta.json", {"task": task, "format": cfg.format, "metric": cfg.metric,
-                                       "scheme": cfg.scheme, "split": cfg.split, **metrics})
+                                       "scheme": cfg.scheme, "split": cfg.split, **extra, **metrics})
     return metrics
 
 

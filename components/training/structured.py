@@ -1,0 +1,227 @@
+"""Stage vs joint training of deep structured models (Shevchenko & Osokin, Sec. 2 and App. B).
+
+Procedures (``train_procedure``):
+
+- ``unary``: the unary network alone, trained as a per-position classifier (softmax of U); it
+  predicts the per-position argmax of U (the "Unary" baseline of S&O Sec. 6.2).
+- ``stage``: (1) ``unary`` as above; (2) the pairwise part alone, minimising the objective with
+  the unary network frozen; (3) everything jointly (fine-tuning) — three optimisation runs, each
+  with its own learning rate and stopping rule.
+- ``joint``: one run of the objective over all parameters from the start, under the model's
+  scaling method (``components.training.scaling``): plain (``none``), fixed alpha, online,
+  offline, offline with the regulariser, or temperature.
+
+Every phase is Adam with ``ReduceLROnPlateau`` (cut by 10 after ``lr_patience`` epochs whose dev
+score moves less than ``min_delta``) and stops after ``patience`` such epochs or ``epochs`` in all
+(App. B: 3 and 7 epochs for OCR, 1 and 3 for chunking); each phase ends on its best-on-dev
+weights (online scaling's alpha is part of the state). After every epoch the history records the
+phase, dev score, learning rate, alpha and the unary/pairwise ratio ||U|| / ||W|| of the
+potentials the model uses, averaged over a fixed training subset (S&O Fig. 1b/1c).
+
+A :class:`StructuredTask` says how a model family is trained and scored: the objective, the unary
+classifier loss, prediction, and the per-example metric; ``ChainTask`` serves the chain CRFs
+(objectives from ``OBJECTIVES`` with the paper's prediction rules).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal, Protocol, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from components.training import OBJECTIVES
+from components.training.loop import FitState, TrainConfig, fit
+from components.training.objectives import predict as chain_predict
+from components.training.scaling import ScaledModel, ratio
+
+PROCEDURES = ("unary", "stage", "joint")
+
+
+class StructuredTask(Protocol):
+    def loss(self, p: Any, batch: Any) -> torch.Tensor: ...            # [B] the objective
+    def unary_loss(self, p: Any, batch: Any) -> torch.Tensor: ...      # [B] classifier loss on U alone
+    def predict(self, p: Any) -> torch.Tensor: ...                    # labels
+    def unary_predict(self, p: Any) -> torch.Tensor: ...
+    def counts(self, pred: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
+    # counts -> (correct [B], total [B]) per example, for the metric below
+    metric: str                                                        # "per_example" | "pooled"
+
+
+@dataclass(frozen=True)
+class ChainTask:
+    """Chain CRFs. ``metric``: ``per_example`` = accuracy averaged over sequences (the OCR metric,
+    S&O Sec. 6.1); ``pooled`` = token accuracy over the corpus. The CE objectives are averaged
+    over positions (eq. 5); LL and SSVM are per sequence (eqs 4, 7)."""
+    objective: str = "marginal_ce"
+    metric: Literal["per_example", "pooled"] = "per_example"
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective {self.objective!r}: expected one of {sorted(OBJECTIVES)}")
+
+    def loss(self, p, batch):
+        out = OBJECTIVES[self.objective](p, batch.tags)
+        if self.objective.endswith("_ce"):
+            out = out / p.mask.sum(1).clamp_min(1).to(out.dtype)
+        return out
+
+    def unary_loss(self, p, batch):
+        ce = F.cross_entropy(p.unary.transpose(1, 2), batch.tags, reduction="none") * p.mask
+        return ce.sum(1) / p.mask.sum(1).clamp_min(1)
+
+    def predict(self, p):
+        return chain_predict(self.objective, p)
+
+    def unary_predict(self, p):
+        return p.unary.argmax(-1) * p.mask
+
+    def counts(self, pred, batch):
+        ok = ((pred == batch.tags) & batch.mask).sum(1)
+        return ok, batch.mask.sum(1)
+
+
+@dataclass
+class GridTask:
+    """Dense labelling with the Gaussian CRF (``components.energies.gcrf.GaussianCRF``): the loss
+    is the per-pixel CE of softmax(s*) (S&O eq. 14); prediction argmax of s* (eq. 13).
+    ``ignore_label`` is left out of the metric (the snakes background: scoring only the snake
+    cells keeps the all-background answer from looking good)."""
+    energy: Any
+    ignore_label: int | None = 0
+    metric: str = "per_example"
+
+    def loss(self, p, batch):
+        return self.energy.loss(p, batch.y)
+
+    def unary_loss(self, p, batch):
+        return self.energy.unary_loss(p, batch.y)
+
+    def predict(self, p):
+        return self.energy.predict(p)
+
+    def unary_predict(self, p):
+        return p.unary.argmax(1)
+
+    def counts(self, pred, batch):
+        keep = batch.mask if self.ignore_label is None else batch.mask & (batch.y != self.ignore_label)
+        return ((pred == batch.y) & keep).flatten(1).sum(1), keep.flatten(1).sum(1)
+
+
+@torch.no_grad()
+def evaluate(model: ScaledModel, task: StructuredTask, batches: Iterable[Any], *, unary_only: bool = False) -> float:
+    """The task's metric as a fraction in [0, 1]."""
+    was = model.training
+    model.eval()
+    correct, total, per_example = 0.0, 0.0, []
+    for b in batches:
+        p = model.potentials(b)
+        pred = task.unary_predict(p) if unary_only else task.predict(p)
+        ok, n = task.counts(pred, b)
+        correct += float(ok.sum())
+        total += float(n.sum())
+        per_example.extend((ok.double() / n.double())[n > 0].tolist())
+    model.train(was)
+    if task.metric == "per_example":
+        return sum(per_example) / max(len(per_example), 1)
+    return correct / max(total, 1.0)
+
+
+@torch.no_grad()
+def mean_ratio(model: ScaledModel, batches: Iterable[Any], *, raw: bool = False) -> float:
+    """Mean over examples of ||U|| / ||W|| for the potentials the model uses (or its raw ones)."""
+    was = model.training
+    model.eval()
+    vals = []
+    for b in batches:
+        r = model.raw_potentials(b)
+        vals.append(ratio(r if raw else model.potentials(b, raw=r)))
+    model.train(was)
+    return float(torch.cat(vals).mean())
+
+
+@dataclass(frozen=True)
+class ProcedureConfig:
+    unary: TrainConfig = TrainConfig(lr=1e-3, epochs=20, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
+    pairwise: TrainConfig = TrainConfig(lr=1e-2, epochs=10, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
+    finetune: TrainConfig = TrainConfig(lr=1e-4, epochs=10, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
+    joint: TrainConfig = TrainConfig(lr=1e-3, epochs=20, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
+
+
+@dataclass
+class ProcedureResult:
+    history: list[dict[str, float | str]] = field(default_factory=list)
+    minutes: float = 0.0
+    epochs: int = 0
+    alpha: float = 1.0
+
+
+def _set_trainable(model: ScaledModel, part: str) -> None:
+    e = model.energy
+    for q in model.parameters():
+        q.requires_grad_(part == "all")
+    if part == "unary":
+        for q in e.unary_parameters():
+            q.requires_grad_(True)
+    elif part == "pairwise":
+        for q in e.pairwise_parameters():
+            q.requires_grad_(True)
+
+
+def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cfg: ProcedureConfig, *,
+                    train_batches: Callable[[int, int], Iterable[Any]], n_train: int,
+                    dev_batches: Callable[[], Iterable[Any]], subset_batches: Callable[[], Iterable[Any]],
+                    seed: int = 0, on_epoch: Callable[[dict[str, float | str]], None] | None = None,
+                    on_batch: Callable[[int, int, float], None] | None = None) -> ProcedureResult:
+    """Train ``model`` in place by ``procedure``; the model ends on its best-on-dev weights.
+
+    train_batches(epoch, batch_size) yields shuffled training batches (seeded by the caller);
+    dev_batches() the dev set; subset_batches() the fixed training subset D (online scaling's
+    alpha selection and the ratio curves). ``n_train`` is the number of training examples.
+    """
+    if procedure not in PROCEDURES:
+        raise ValueError(f"procedure {procedure!r}: expected one of {PROCEDURES}")
+    if procedure != "joint" and model.cfg.method != "none":
+        raise ValueError(f"procedure {procedure!r} trains with scaling method 'none', got {model.cfg.method!r}")
+    result = ProcedureResult()
+    t0 = time.perf_counter()
+    phases = {"unary": [("unary", cfg.unary)],
+              "stage": [("unary", cfg.unary), ("pairwise", cfg.pairwise), ("joint", cfg.finetune)],
+              "joint": [("joint", cfg.joint)]}[procedure]
+    for phase, tc in phases:
+        _set_trainable(model, {"unary": "unary", "pairwise": "pairwise", "joint": "all"}[phase])
+        unary_only = phase == "unary"
+
+        def loss_fn(m, b, unary_only=unary_only):
+            raw = m.raw_potentials(b)
+            if unary_only:
+                return task.unary_loss(raw, b).mean()
+            return (task.loss(m.potentials(b, raw=raw), b) + m.regulariser(raw)).mean()
+
+        def before_eval(epoch, phase=phase):
+            extra: dict[str, float] = {}
+            if phase == "joint" and model.cfg.method == "online":
+                alpha, losses = model.select_online_alpha(subset_batches(), lambda b: b, task.loss)
+                extra["subset_loss"] = min(l for l in losses if l == l)
+            extra["alpha"] = float(model.alpha)
+            extra["ratio"] = mean_ratio(model, subset_batches())
+            return extra
+
+        def epoch_hook(state: FitState, record: dict[str, float], phase=phase):
+            rec = {**record, "phase": phase, "epoch": float(result.epochs + state.epoch),
+                   "dev_score": record["dev_score"]}
+            result.history.append(rec)
+            if on_epoch:
+                on_epoch(rec)
+
+        n_batches = -(-n_train // tc.batch_size)
+        offset = result.epochs      # epochs are numbered across phases; so are the shuffles
+        state = fit(model, loss_fn, lambda ep, tc=tc, offset=offset: train_batches(seed * 7919 + offset + ep, tc.batch_size),
+                    n_batches, lambda m, u=unary_only: {"score": evaluate(m, task, dev_batches(), unary_only=u)},
+                    tc, on_epoch=epoch_hook, on_batch=on_batch, before_eval=before_eval)
+        result.epochs += state.epoch
+    _set_trainable(model, "all")
+    result.minutes = (time.perf_counter() - t0) / 60.0
+    result.alpha = float(model.alpha)
+    return result
