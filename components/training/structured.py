@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from components.training import OBJECTIVES
 from components.training.loop import FitState, TrainConfig, fit
 from components.training.objectives import predict as chain_predict
-from components.training.scaling import ScaledModel, ratio
+from components.training.scaling import ScaledModel
 
 PROCEDURES = ("unary", "stage", "joint")
 
@@ -130,15 +130,23 @@ def evaluate(model: ScaledModel, task: StructuredTask, batches: Iterable[Any], *
 
 @torch.no_grad()
 def mean_ratio(model: ScaledModel, batches: Iterable[Any], *, raw: bool = False) -> float:
-    """Mean over examples of ||U|| / ||W|| for the potentials the model uses (or its raw ones)."""
+    """Mean over examples of ||U|| / ||W|| for the potentials the model uses (or its raw ones).
+
+    Examples without a pairwise term (||W|| = 0: a length-1 sequence once a shared transition has
+    been expanded per position, as offline scaling does) have no ratio and are skipped; otherwise
+    ``ratio``'s clamp would turn them into ~1e12 and swamp the mean. NaN if no example has one."""
     was = model.training
     model.eval()
     vals = []
     for b in batches:
         r = model.raw_potentials(b)
-        vals.append(ratio(r if raw else model.potentials(b, raw=r)))
+        p = r if raw else model.potentials(b, raw=r)
+        pn = p.pairwise_norm()
+        keep = pn > 0
+        vals.append(p.unary_norm()[keep] / pn[keep])
     model.train(was)
-    return float(torch.cat(vals).mean())
+    v = torch.cat(vals)
+    return float(v.mean()) if v.numel() else float("nan")
 
 
 @dataclass(frozen=True)

@@ -265,7 +265,7 @@ def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         if row.get("last_activation") == "sigmoid":
             key += "/sigmoid"
         if row["procedure"] == "fixed_alpha":
-            key += f"/alpha={row['alpha']:g}"
+            key += f"/alpha_{row['alpha']:g}"
         out[key] = {"mean": row["mean"], "std": row["std"], "n": row["n"], "minutes": row["minutes"]}
     return out
 

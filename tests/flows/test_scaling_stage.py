@@ -1,0 +1,95 @@
+"""Smoke test of the `scaling` stage: a tiny grid over all three task kinds through Ray + MLflow."""
+import json
+
+import numpy as np
+import pytest
+
+from components.data import store
+from components.data.grids import write_grids
+from components.data.types import GridExample
+from components.tracking.mlflow_tracker import MlflowTracker
+from flows.stages import prepare, scaling
+from flows.stages.common import run_stage
+
+
+def _tiny_ocr(path, rng):
+    labels, pixels, folds = [], [], []
+    for i in range(40):
+        n = int(rng.integers(2, 5))
+        y = rng.integers(0, 26, size=n)
+        labels.append(y.astype(np.int8).tolist())
+        pixels.append((rng.random((n, 16, 8)) < 0.3).astype(np.uint8).reshape(-1).tolist())
+        folds.append(i % 4)
+    store.write_table(path, {"word_id": list(range(40)), "fold": folds, "labels": labels, "pixels": pixels}, store.OCR)
+
+
+def _tiny_snakes(folder, rng):
+    for part, n in (("train", 10), ("test", 4)):
+        ex = []
+        for _ in range(n):
+            h, w = (int(v) for v in rng.integers(4, 7, size=2))
+            ex.append(GridExample(rng.integers(0, 256, size=(h, w, 3)).astype(np.uint8),
+                                  rng.integers(0, 3, size=(h, w)).astype(np.int64)))
+        write_grids(folder / f"{part}.parquet", ex)
+
+
+def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
+    root, params = tiny_root
+    rng = np.random.default_rng(0)
+    run_stage("prepare", prepare.run, params, root)
+    _tiny_ocr(root / "data/prepared/ocr_letters/letters.parquet", rng)
+    _tiny_snakes(root / "data/prepared/snakes", rng)
+    one = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
+    sc = params["scaling"]
+    sc["sweep"]["resources"] = {"cpu": 1, "gpu": 0}
+    for kind in ("ocr", "tagging", "snakes"):
+        sc[kind]["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
+    sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[0.5], sigmoid=[],
+                     runs={"marginal_ce": ["stage", "online"]})
+    sc["ocr"]["methods"]["online"] = {"method": "online", "grid_lo": -2, "grid_hi": 2}
+    sc["tagging"].update(task="pos", max_train_sentences=0, runs={"nll": ["joint"]})
+    sc["snakes"]["model"].update(embedding_dim=2, unary={"depth": 1, "width": 4}, pairwise={"depth": 1, "width": 4})
+    sc["snakes"]["runs"] = {"gcrf_ce": ["offline"]}
+    import ray
+    try:
+        m = run_stage("scaling", scaling.run, params, root)
+    finally:
+        ray.shutdown()
+    assert m["runs"] == 5 and m["n_failed"] == 0
+    records = json.loads((root / "reports/shevchenko_osokin/records.json").read_text())
+    got = {(r["task"], r["objective"], r["procedure"]) for r in records}
+    assert got == {("ocr", "marginal_ce", "stage"), ("ocr", "marginal_ce", "online"),
+                   ("ocr", "marginal_ce", "fixed_alpha"), ("pos", "nll", "joint"), ("snakes", "gcrf_ce", "offline")}
+    for r in records:
+        assert 0 <= r["test_score"] <= 100 and r["train_minutes"] > 0 and r["history"]
+        if r["procedure"] == "stage":
+            assert [h["phase"] for h in r["history"]] == ["unary", "pairwise", "joint"]
+        if r["procedure"] == "online":
+            assert r["alpha"] in {0.25, 0.5, 1.0, 2.0, 4.0}
+        if r["procedure"] == "fixed_alpha":
+            assert r["alpha"] == 0.5
+    readme = (root / "reports/shevchenko_osokin/README.md").read_text()
+    assert "97.2" in readme                       # the paper's numbers sit beside ours
+    assert (root / "reports/shevchenko_osokin/figure1c.png").exists()
+    assert json.loads((root / "metrics/scaling.json").read_text())["n_failed"] == 0
+
+    t = MlflowTracker("approxinfer", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    runs = t.search_runs()
+    sweep = [r for r in runs if r.info.run_name == "sweep/scaling"]
+    assert len(sweep) == 1
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep[0].info.run_id]
+    assert len(children) == 5
+    assert {c.data.params["run/procedure"] for c in children} == {"stage", "online", "fixed_alpha", "joint", "offline"}
+    assert all({"test_score", "dev_score", "ratio"} <= set(c.data.metrics) for c in children)
+
+
+def test_scaling_design_rejects_bad_runs(tiny_root):
+    from components.config import load_section
+    _, params = tiny_root
+    params["scaling"]["ocr"]["runs"] = {"marginal_ce": ["stagee"]}
+    with pytest.raises(ValueError, match="stagee"):
+        scaling.design(load_section(scaling.ScalingStudyConfig, "scaling", params))
+    params["scaling"]["ocr"]["runs"] = {"marginal_ce": ["stage"]}
+    params["scaling"]["snakes"]["runs"] = {"nll": ["joint"]}
+    with pytest.raises(ValueError, match="gcrf_ce"):
+        scaling.design(load_section(scaling.ScalingStudyConfig, "scaling", params))

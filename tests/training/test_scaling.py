@@ -1,0 +1,414 @@
+"""Scaling methods (Shevchenko & Osokin Sec. 5): online alpha selection against a direct evaluation
+of L_alpha(D) (eq. 19), offline invariance (eq. 20), the ratio regulariser (eq. 21), and the
+potential norms / rescaling that every method goes through."""
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import nn
+
+from components.energies.base import ChainPotentials
+from components.energies.unary_pairwise import UnaryPairwiseCRF
+from components.structures import linear_chain
+from components.structures.gaussian_crf import GCRFPotentials, gcrf_solve
+from components.structures.gaussian_crf import predict as gcrf_predict
+from components.training import OBJECTIVES
+from components.training.objectives import predict
+from components.training.scaling import (METHODS, ScaledModel, ScalingConfig, offline_normalise, ratio,
+                                         ratio_regulariser, select_alpha, subset_losses, transform)
+from components.training.structured import ChainTask
+
+F64 = torch.float64
+
+
+@dataclass
+class _Batch:
+    feats: torch.Tensor   # [B, N, F]
+    tags: torch.Tensor    # long [B, N]
+    mask: torch.Tensor    # bool [B, N]
+
+
+class _FeatUnary(nn.Module):
+    def __init__(self, n_feats, n_labels):
+        super().__init__()
+        self.lin = nn.Linear(n_feats, n_labels, bias=False)
+
+    def forward(self, batch):
+        return self.lin(batch.feats)
+
+
+def _mask(lengths, N):
+    return torch.arange(N)[None] < torch.tensor(lengths)[:, None]
+
+
+def _potentials(seed, lengths=(4, 1, 3), L=3, per_position=False, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    B, N = len(lengths), max(lengths)
+    U = scale * torch.randn(B, N, L, generator=g, dtype=F64)
+    W = scale * (torch.randn(B, N - 1, L, L, generator=g, dtype=F64) if per_position
+                 else torch.randn(L, L, generator=g, dtype=F64))
+    return ChainPotentials(U, W, _mask(lengths, N))
+
+
+# --------------------------------------------------------------------------------------------
+# Online scaling (eqs 18-19, Algorithm 1)
+# --------------------------------------------------------------------------------------------
+
+def _online_setup(mode, seed=0, L=3, n_feats=4):
+    """A ScaledModel over a UnaryPairwiseCRF and subset batches of sizes 3 and 2 (ragged lengths).
+    mode: 'random' gold; 'gold' = gold is the unary argmax (large alpha wins); 'adversarial' =
+    gold is the unary argmin (small alpha wins)."""
+    g = torch.Generator().manual_seed(seed)
+    net = _FeatUnary(n_feats, L)
+    with torch.no_grad():
+        net.lin.weight.copy_(2.0 * torch.randn(L, n_feats, generator=g))
+    crf = UnaryPairwiseCRF(net, L, init_std=0.3, seed=seed).double()
+    cfg = ScalingConfig(method="online", grid_lo=-3, grid_hi=3)
+    model = ScaledModel(crf, cfg)
+    batches = []
+    for lengths in ([4, 2, 1], [3, 5]):
+        N = max(lengths)
+        mask = _mask(lengths, N)
+        feats = torch.randn(len(lengths), N, n_feats, generator=g, dtype=F64)
+        with torch.no_grad():
+            U = net(_Batch(feats, None, mask))
+        if mode == "gold":
+            tags = U.argmax(-1)
+        elif mode == "adversarial":
+            tags = U.argmin(-1)
+        elif mode == "noisy":       # gold = argmax at ~3/4 of the positions: a calibrated alpha in between
+            flip = torch.rand(mask.shape, generator=g) < 0.25
+            tags = torch.where(flip, torch.randint(0, L, mask.shape, generator=g), U.argmax(-1))
+        else:
+            tags = torch.randint(0, L, mask.shape, generator=g)
+        batches.append(_Batch(feats, tags * mask, mask))
+    return model, batches
+
+
+def _direct_losses(model, batches, objective):
+    """L_alpha(D) by hand: the objective on ChainPotentials(alpha U, W, mask), CE objectives per
+    position (eq. 5), averaged per example over all the subset's batches."""
+    W = model.energy.transition.detach()
+    out = []
+    for a in model.cfg.grid():
+        vals = []
+        for b in batches:
+            with torch.no_grad():
+                U = model.energy.unary_net(b)
+            ls = OBJECTIVES[objective](ChainPotentials(a * U, W, b.mask), b.tags)
+            if objective in ("marginal_ce", "mean_field_ce"):
+                ls = ls / b.mask.sum(1).to(ls.dtype)
+            vals.extend(ls.tolist())
+        out.append(sum(vals) / len(vals))
+    return out
+
+
+def _first_argmin(vals, rel=1e-9):
+    best = min(vals)
+    return next(i for i, v in enumerate(vals) if v <= best + rel * (1 + abs(best)))
+
+
+@pytest.mark.parametrize("mode", ["random", "gold", "adversarial", "noisy"])
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_online_alpha_is_the_argmin_of_the_direct_subset_loss(objective, mode):
+    model, batches = _online_setup(mode, seed=3)
+    model.train()
+    assert float(model.alpha) == 1.0
+    alpha, losses = model.select_online_alpha(batches, lambda b: b, ChainTask(objective).loss)
+    direct = _direct_losses(model, batches, objective)
+    grid = model.cfg.grid()
+    assert len(losses) == len(grid)
+    for got, want in zip(losses, direct):
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+    assert alpha == grid[_first_argmin(direct)]
+    assert float(model.alpha) == alpha
+    assert model.training                       # the train/eval mode is restored
+    if mode == "gold":                          # unaries that favour the gold labels: scale them up
+        assert alpha > 1.0
+    elif mode == "adversarial":                 # unaries that favour wrong labels: scale them down
+        assert alpha < 1.0
+    elif mode == "noisy" and objective != "ssvm":   # an interior minimiser, not alpha = 1
+        assert grid[0] < alpha < grid[-1] and alpha != 1.0
+    # the selected alpha is what the model then uses
+    p = model.potentials(batches[0])
+    raw = model.raw_potentials(batches[0])
+    torch.testing.assert_close(p.unary, alpha * raw.unary)
+    torch.testing.assert_close(p.transition, raw.transition)
+
+
+def test_online_alpha_travels_with_the_state_dict():
+    model, batches = _online_setup("gold", seed=1)
+    alpha, _ = model.select_online_alpha(batches, lambda b: b, ChainTask("nll").loss)
+    other, _ = _online_setup("random", seed=1)
+    other.load_state_dict(model.state_dict())
+    assert float(other.alpha) == alpha != 1.0
+
+
+def test_subset_losses_weight_examples_not_batches():
+    p1, p2 = _potentials(0, lengths=(2, 2, 2)), _potentials(1, lengths=(3,))
+    loss = lambda p, y: p.unary.sum((1, 2))          # [B]; depends on alpha linearly
+    out = subset_losses([p1, p2], [None, None], loss, [1.0, 2.0])
+    want = torch.cat([loss(p1, None), loss(p2, None)]).mean().item()
+    assert math.isclose(out[0], want, rel_tol=1e-12) and math.isclose(out[1], 2 * want, rel_tol=1e-12)
+
+
+def test_select_alpha_skips_non_finite_and_takes_the_first_tie():
+    grid = [0.5, 1.0, 2.0, 4.0]
+    assert select_alpha([float("nan"), 3.0, 1.0, 2.0], grid) == 2.0
+    assert select_alpha([float("nan"), float("-inf"), float("inf"), 7.0], grid) == 4.0   # -inf is not finite
+    assert select_alpha([2.0, 1.0, 1.0, 1.0], grid) == 1.0
+    assert select_alpha([1.0, 1.0, float("nan"), 0.5], grid) == 4.0
+    assert select_alpha([0.0, 0.0, 0.0, 0.0], grid) == 0.5
+    with pytest.raises(FloatingPointError, match="not finite"):
+        select_alpha([float("nan"), float("inf"), float("-inf"), float("nan")], grid)
+
+
+def test_scaling_config_validates_and_builds_its_grid():
+    cfg = ScalingConfig(grid_lo=-2, grid_hi=2)
+    assert cfg.grid() == [0.25, 0.5, 1.0, 2.0, 4.0]
+    assert ScalingConfig(subset_fraction=0.5, subset_max=10).subset_size(7) == 4
+    assert ScalingConfig(subset_fraction=0.5, subset_max=10).subset_size(100) == 10
+    assert ScalingConfig(subset_fraction=0.01).subset_size(3) == 1
+    for bad in (dict(method="nope"), dict(alpha=0.0), dict(grid_lo=3, grid_hi=2), dict(subset_fraction=0.0)):
+        with pytest.raises(ValueError):
+            ScalingConfig(**bad)
+    with pytest.raises(ValueError, match="scaling method"):
+        transform(_potentials(0), "nope", 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Offline scaling (eq. 20): invariance to positive rescaling of U and of W
+# --------------------------------------------------------------------------------------------
+
+SCALES = [1e-3, 0.5, 7.0, 1e3]
+
+
+def _assert_same_potentials(a, b, rtol):
+    """Equal on what inference sees: every unary, and the transitions of valid edges (a length-1
+    sequence has none; its padded per-position transitions are free)."""
+    torch.testing.assert_close(a.unary, b.unary, rtol=rtol, atol=0)
+    assert a.transition.shape == b.transition.shape
+    if a.transition.dim() == 2:
+        torch.testing.assert_close(a.transition, b.transition, rtol=rtol, atol=0)
+    else:
+        edge = a.mask[:, 1:] & a.mask[:, :-1]
+        torch.testing.assert_close(a.transition[edge], b.transition[edge], rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+@pytest.mark.parametrize("c", SCALES)
+def test_offline_is_invariant_to_positive_rescaling(c, per_position):
+    p = _potentials(5, lengths=(5, 1, 3, 4), per_position=per_position)
+    alpha = 2.5
+    ref = transform(p, "offline", alpha)
+    variants = {
+        "U": ChainPotentials(c * p.unary, p.transition, p.mask),
+        "W": ChainPotentials(p.unary, c * p.transition, p.mask),
+        "both": ChainPotentials(c * p.unary, (3.0 / c) * p.transition, p.mask),
+        # per-example factors: the norms are per example, so this is invariant too
+        "per_example": p.rescale(c * torch.tensor([1.0, 2.0, 0.1, 5.0], dtype=F64),
+                                 torch.tensor([0.3, 1.0, 4.0, c], dtype=F64)),
+    }
+    for name, q in variants.items():
+        got = transform(q, "offline", alpha)
+        # the default eps = 1e-8 added to norms ~1e-4 perturbs the result by ~1e-4 relative
+        _assert_same_potentials(got, ref, rtol=1e-3)
+        _assert_same_potentials(transform(q, "offline", alpha, eps=0.0), transform(p, "offline", alpha, eps=0.0),
+                                rtol=1e-10)
+        for objective in sorted(OBJECTIVES):
+            assert torch.equal(predict(objective, got), predict(objective, ref)), (name, objective)
+    # and the normalised potentials have ||U|| = alpha, ||W|| = 1 wherever an edge exists
+    torch.testing.assert_close(ref.unary_norm(), torch.full((4,), alpha, dtype=F64), rtol=1e-6, atol=0)
+    pn = ref.pairwise_norm()
+    has_edge = p.mask.sum(1) > 1
+    torch.testing.assert_close(pn[has_edge], torch.ones(int(has_edge.sum()), dtype=F64), rtol=1e-6, atol=0)
+
+
+def _gcrf(seed, mask=True):
+    g = torch.Generator().manual_seed(seed)
+    U = torch.randn(2, 3, 3, 4, dtype=F64, generator=g)
+    A = 0.7 * torch.randn(2, 2, 3, 4, dtype=F64, generator=g)
+    m = None
+    if mask:
+        m = torch.ones(2, 3, 4, dtype=torch.bool)
+        m[1, 2, 1:] = False
+    return GCRFPotentials(U, A, 0.5, m)
+
+
+def _gcrf_pred(p):
+    return gcrf_predict(gcrf_solve(p.unary, p.embeddings, p.lam, mask=p.mask, max_iter=200, tol=1e-12))
+
+
+@pytest.mark.parametrize("c", SCALES)
+def test_offline_gcrf_is_invariant_to_positive_rescaling(c):
+    p = _gcrf(2)
+    alpha = 0.7
+    ref = transform(p, "offline", alpha)
+    for q in (p.rescale(c, 1.0), p.rescale(1.0, c), p.rescale(c, 1.0 / c),
+              p.rescale(torch.tensor([c, 1.0], dtype=F64), torch.tensor([2.0, c], dtype=F64))):
+        got = transform(q, "offline", alpha)
+        torch.testing.assert_close(got.unary, ref.unary, rtol=1e-3, atol=0)
+        torch.testing.assert_close(got.embeddings, ref.embeddings, rtol=1e-3, atol=0)
+        exact = transform(q, "offline", alpha, eps=0.0)
+        torch.testing.assert_close(exact.unary, transform(p, "offline", alpha, eps=0.0).unary, rtol=1e-10, atol=0)
+        torch.testing.assert_close(exact.embeddings, transform(p, "offline", alpha, eps=0.0).embeddings,
+                                   rtol=1e-10, atol=0)
+        assert got.lam == ref.lam
+        assert torch.equal(_gcrf_pred(got), _gcrf_pred(ref))
+    torch.testing.assert_close(ref.unary_norm(), torch.full((2,), alpha, dtype=F64), rtol=1e-6, atol=0)
+    torch.testing.assert_close(ref.pairwise_norm(), torch.ones(2, dtype=F64), rtol=1e-6, atol=0)
+
+
+def test_offline_normalise_is_transform_offline():
+    p = _potentials(9)
+    a, b = offline_normalise(p, 3.0), transform(p, "offline", 3.0)
+    assert torch.equal(a.unary, b.unary) and torch.equal(a.transition, b.transition)
+
+
+# --------------------------------------------------------------------------------------------
+# The ratio regulariser (eq. 21) and the other transforms
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_ratio_regulariser_zero_at_target_positive_elsewhere(per_position):
+    p = _potentials(4, lengths=(3, 2, 4), per_position=per_position)
+    alpha, lam = 1.7, 0.3
+    # per-example rescaling of U so that ||U|| / ||W|| == alpha exactly (the eps of the regulariser aside)
+    at = p.rescale(alpha * (p.pairwise_norm() + 1e-8) / p.unary_norm(), 1.0)
+    torch.testing.assert_close(ratio_regulariser(at, alpha, lam), torch.zeros(3, dtype=F64), rtol=0, atol=1e-20)
+    torch.testing.assert_close(ratio(at), torch.full((3,), alpha, dtype=F64), rtol=1e-6, atol=0)
+    for f in (0.5, 2.0):
+        off = at.rescale(f, 1.0)
+        r = ratio_regulariser(off, alpha, lam)
+        assert bool((r > 0).all())
+        torch.testing.assert_close(r, lam * ((f - 1) * alpha) ** 2 * torch.ones(3, dtype=F64), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("f", [0.5, 2.0])
+def test_ratio_regulariser_gradient_pulls_the_ratio_to_alpha(f):
+    p = _potentials(6, lengths=(4, 2))
+    alpha, lam = 1.3, 2.0
+    base = p.rescale(alpha * p.pairwise_norm() / p.unary_norm(), 1.0)   # ratio == alpha
+    U = (f * base.unary).detach().requires_grad_()
+    q = ChainPotentials(U, p.transition, p.mask)
+    ratio_regulariser(q, alpha, lam).sum().backward()
+    g = U.grad
+    m = p.mask[..., None].expand_as(U)
+    assert bool((g[~m] == 0).all())                                    # padding gets no gradient
+    # d/dU lam (||U||/||W|| - alpha)^2 = 2 lam (r - alpha) / ||W|| * sign(U) / (n L)
+    r, wn = ratio(q).detach(), p.pairwise_norm()
+    n = p.mask.sum(1).to(F64) * p.n_labels
+    want = (2 * lam * (r - alpha) / (wn + 1e-8) / n)[:, None, None] * torch.sign(U.detach()) * m
+    torch.testing.assert_close(g, want)
+    # a gradient step moves ||U|| / ||W|| towards alpha
+    s = (g * U.detach())[m]
+    assert bool((s > 0).all()) if f > 1 else bool((s < 0).all())
+    stepped = ChainPotentials(U.detach() - 1e-2 * g, p.transition, p.mask)
+    assert bool(((ratio(stepped) - alpha).abs() < (ratio(q) - alpha).abs()).all())
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_transforms_scale_the_right_parts(per_position):
+    p = _potentials(7, lengths=(3, 1, 2), per_position=per_position)
+    un, pn = p.unary_norm(), p.pairwise_norm()
+    a = 3.0
+    for m in ("none", "offline_reg"):
+        assert transform(p, m, a) is p
+    for m in ("fixed", "online"):
+        q = transform(p, m, a)
+        torch.testing.assert_close(q.unary_norm(), a * un)
+        torch.testing.assert_close(q.pairwise_norm(), pn)
+        torch.testing.assert_close(q.unary, a * p.unary)
+        torch.testing.assert_close(q.transition, p.transition)
+    q = transform(p, "temperature", a)
+    torch.testing.assert_close(q.unary_norm(), a * un)
+    torch.testing.assert_close(q.pairwise_norm(), a * pn)
+    has_edge = p.mask.sum(1) > 1       # the ratio is undefined without a pairwise term
+    torch.testing.assert_close(ratio(q)[has_edge], ratio(p)[has_edge])
+    assert set(METHODS) == {"none", "fixed", "online", "offline", "offline_reg", "temperature"}
+
+
+def test_scaled_model_regulariser_only_for_offline_reg():
+    torch.manual_seed(0)
+    crf = UnaryPairwiseCRF(_FeatUnary(4, 3), 3, init_std=0.3)
+    g = torch.Generator().manual_seed(0)
+    b = _Batch(torch.randn(2, 3, 4, generator=g), torch.zeros(2, 3, dtype=torch.long), _mask([3, 2], 3))
+    for method in METHODS:
+        model = ScaledModel(crf, ScalingConfig(method=method, alpha=2.0, reg_lambda=0.5))
+        raw = model.raw_potentials(b)
+        reg = model.regulariser(raw)
+        assert reg.shape == (2,)
+        if method == "offline_reg":
+            torch.testing.assert_close(reg, ratio_regulariser(raw, 2.0, 0.5))
+            assert bool((reg > 0).all())
+        else:
+            assert bool((reg == 0).all())
+        p = model.potentials(b)
+        q = transform(raw, method, 2.0)
+        torch.testing.assert_close(p.unary, q.unary)
+        torch.testing.assert_close(p.transition, q.transition)
+
+
+# --------------------------------------------------------------------------------------------
+# ChainPotentials.unary_norm / pairwise_norm / rescale
+# --------------------------------------------------------------------------------------------
+
+def test_unary_norm_ignores_masked_positions():
+    p = _potentials(11, lengths=(4, 1, 2))
+    hand = torch.stack([p.unary[b, :n].abs().mean() for b, n in enumerate((4, 1, 2))])
+    torch.testing.assert_close(p.unary_norm(), hand)
+    padded = p.unary.clone()
+    padded[~p.mask] = 1e6
+    torch.testing.assert_close(ChainPotentials(padded, p.transition, p.mask).unary_norm(), hand)
+
+
+def test_pairwise_norm_shared_and_per_position():
+    p = _potentials(12, lengths=(4, 1, 3))
+    torch.testing.assert_close(p.pairwise_norm(), p.transition.abs().mean().expand(3))
+    q = _potentials(12, lengths=(4, 1, 3), per_position=True)
+    W = q.transition.clone()
+    for b, n in enumerate((4, 1, 3)):
+        W[b, max(n - 1, 0):] = -1e6                     # edges touching padding
+    q = ChainPotentials(q.unary, W, q.mask)
+    hand = torch.stack([W[0, :3].abs().mean(), torch.zeros((), dtype=F64), W[2, :2].abs().mean()])
+    torch.testing.assert_close(q.pairwise_norm(), hand)
+
+
+def test_rescale_scalars_and_per_example_factors():
+    p = _potentials(13, lengths=(4, 2, 3))
+    q = p.rescale(2.0, 0.5)
+    torch.testing.assert_close(q.unary, 2.0 * p.unary)
+    torch.testing.assert_close(q.transition, 0.5 * p.transition)
+    assert q.mask is p.mask
+
+    u = torch.tensor([1.0, 3.0, 0.25], dtype=F64)
+    w = torch.tensor([2.0, 0.1, 5.0], dtype=F64)
+    r = p.rescale(u, w)
+    assert r.transition.shape == (3, 3, 3, 3)          # shared [L, L] expanded to [B, N-1, L, L]
+    for b in range(3):
+        torch.testing.assert_close(r.unary[b], u[b] * p.unary[b])
+        for t in range(3):
+            torch.testing.assert_close(r.transition[b, t], w[b] * p.transition)
+    torch.testing.assert_close(r.unary_norm(), u * p.unary_norm())
+    torch.testing.assert_close(r.pairwise_norm()[[0, 2]], (w * p.pairwise_norm())[[0, 2]])
+    logz = linear_chain.log_partition(r.unary, r.transition, r.mask)
+    for b, n in enumerate((4, 2, 3)):
+        hand = linear_chain.log_partition(u[b] * p.unary[b:b + 1, :n], w[b] * p.transition)
+        torch.testing.assert_close(logz[b:b + 1], hand)
+
+    pp = _potentials(14, lengths=(4, 2, 3), per_position=True)
+    rp = pp.rescale(u, w)
+    torch.testing.assert_close(rp.transition, w[:, None, None, None] * pp.transition)
+    torch.testing.assert_close(pp.rescale(u, 2.0).transition, 2.0 * pp.transition)
+    # a 0-d tensor factor acts as a scalar
+    torch.testing.assert_close(p.rescale(torch.tensor(2.0, dtype=F64), torch.tensor(3.0, dtype=F64)).transition,
+                               3.0 * p.transition)
+
+
+def test_rescale_per_example_with_length_one_batch():
+    p = _potentials(15, lengths=(1, 1))
+    r = p.rescale(torch.tensor([1.0, 2.0], dtype=F64), torch.tensor([3.0, 4.0], dtype=F64))
+    assert r.transition.shape == (2, 0, 3, 3)
+    torch.testing.assert_close(linear_chain.log_partition(r.unary, r.transition, r.mask),
+                               torch.logsumexp(p.unary[:, 0] * torch.tensor([[1.0], [2.0]], dtype=F64), -1))
