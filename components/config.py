@@ -49,12 +49,11 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
         return from_dict(tp, value, where=where)
     if origin in (typing.Union, types.UnionType):
-        errors = []
         for arm in typing.get_args(tp):
             try:
                 return _check_type(value, arm, where)
-            except ConfigError as e:
-                errors.append(str(e))
+            except ConfigError:
+                continue
         raise ConfigError(f"{where}: {value!r} matches none of {tp}")
     if tp is type(None):
         if value is None:
@@ -195,7 +194,8 @@ def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"base.scale: {scale!r} is not a key of the 'scales' section (known: {sorted(scales)})")
     out = params
     for key, value in (scales[scale] or {}).items():
-        get_dotted(out, key.rsplit(".", 1)[0]) if "." in key else None
+        if "." in key:
+            get_dotted(out, key.rsplit(".", 1)[0])     # the override's parent must exist: a typo is an error
         out = set_dotted(out, key, value)
     return out
 

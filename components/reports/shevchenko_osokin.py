@@ -653,7 +653,7 @@ def figure1c(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective:
     ax.set_ylabel("ratio ‖U‖ / ‖W‖ (mean |·|)")
     ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: ratio during stage training (cf. Fig. 1c)", fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best", framealpha=0.6)
     fig.tight_layout()
     return fig
 
