@@ -155,6 +155,20 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     return SweepResult(best_config=dict(best.config), best_metrics=dict(best.metrics), best_checkpoint=ckpt, trials=trials)
 
 
+def epoch_bar(label: str) -> Callable[[int, int, float], None]:
+    """An ``on_batch(i, n, loss)`` callback drawing one ``tqdm_ray`` bar per epoch (in a trial)."""
+    from ray.experimental.tqdm_ray import tqdm
+    bar: dict[str, Any] = {}
+
+    def on_batch(i: int, n: int, loss: float) -> None:
+        if i == 1:
+            bar["tqdm"] = tqdm(total=n, desc=f"{label} epoch")
+        bar["tqdm"].update(1)
+        if i == n:
+            bar["tqdm"].close()
+    return on_batch
+
+
 def copy_checkpoint(src: Path, dest: Path) -> None:
     """Replace ``dest`` by a copy of the checkpoint folder ``src`` (copy, then rename)."""
     dest = Path(dest)

@@ -27,7 +27,7 @@ from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
 from components.training.loop import FitState, TrainConfig, fit
 from flows.stages.common import StageContext, numeric
-from flows.sweeps import SweepConfig, copy_checkpoint, run_sweep
+from flows.sweeps import SweepConfig, copy_checkpoint, epoch_bar, run_sweep
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,6 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
                root: str) -> None:
     """Ray Tune function trainable: ``config`` maps dotted params keys to this trial's values."""
     from ray import tune
-    from ray.experimental.tqdm_ray import tqdm
-
     spec = _spec(spec_ref)
     for key, value in config.items():
         params = set_dotted(params, key, value)
@@ -112,15 +110,8 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
         with ckpt.as_directory() as d:
             resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
     meta = {"task": task, "variant": variant, "section": spec.section, "model": asdict(cfg.model), "config": config}
-    bar: dict[str, Any] = {}
     label = f"{task}/{variant}" if variant else task
-
-    def on_batch(i: int, n: int, loss: float) -> None:
-        if i == 1:
-            bar["tqdm"] = tqdm(total=n, desc=f"{label} epoch")
-        bar["tqdm"].update(1)
-        if i == n:
-            bar["tqdm"].close()
+    on_batch = epoch_bar(label)
 
     def on_epoch(state: FitState, record: dict[str, float]) -> None:
         with tempfile.TemporaryDirectory() as d:

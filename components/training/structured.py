@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Protocol, Sequence
+from typing import Any, Callable, Iterable, Literal, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -211,7 +211,11 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
             extra: dict[str, float] = {}
             if phase == "joint" and model.cfg.method == "online":
                 alpha, losses = model.select_online_alpha(subset_batches(), lambda b: b, task.loss)
-                extra["subset_loss"] = min(l for l in losses if l == l)
+                i = model.cfg.grid().index(alpha)
+                extra["subset_loss"] = losses[i]
+                # the loss one grid step either side: how sharply the subset prefers this alpha
+                extra["subset_loss_down"] = losses[i - 1] if i > 0 else float("nan")
+                extra["subset_loss_up"] = losses[i + 1] if i + 1 < len(losses) else float("nan")
             extra["alpha"] = float(model.alpha)
             extra["ratio"] = mean_ratio(model, subset_batches())
             return extra

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,10 @@ from components.io import write_json
 from components.models.lenet import LeNetConfig, LeNetUnary
 from components.models.mlp import MLPUnaryConfig, MLPUnary
 from components.reports import shevchenko_osokin as report
-from components.reports.curves import close
 from components.training.scaling import ScaledModel, ScalingConfig
 from components.training.structured import ChainTask, GridTask, ProcedureConfig, evaluate, train_procedure
 from flows.stages.common import StageContext, main, numeric
-from flows.sweeps import ResourcesConfig, SweepConfig, run_sweep
+from flows.sweeps import ResourcesConfig, SweepConfig, epoch_bar, run_sweep
 
 # procedure name in the tables -> (training procedure, scaling method)
 PROCEDURES = {"unary": ("unary", "none"), "stage": ("stage", "none"), "joint": ("joint", "none"),
@@ -205,7 +204,6 @@ def _build(run: dict[str, Any], cfg: ScalingStudyConfig, base: BaseConfig, root:
 def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     """Ray Tune function trainable: trains and scores one run of the design."""
     from ray import tune
-    from ray.experimental.tqdm_ray import tqdm
 
     run = config["run"]
     base = load_section(BaseConfig, "base", params)
@@ -217,15 +215,7 @@ def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) 
     t = getattr(cfg, run["kind"])
     model = ScaledModel(d.model, scaling_for(run, t.methods)).to(device)
     bs = cfg.eval_batch_size
-    label = f"{run['task']}/{run['objective']}/{run['procedure']}/f{run['fold']}/s{run['seed']}"
-    bar: dict[str, Any] = {}
-
-    def on_batch(i: int, n: int, loss: float) -> None:
-        if i == 1:
-            bar["tqdm"] = tqdm(total=n, desc=f"{label} epoch")
-        bar["tqdm"].update(1)
-        if i == n:
-            bar["tqdm"].close()
+    on_batch = epoch_bar(f"{run['task']}/{run['objective']}/{run['procedure']}/f{run['fold']}/s{run['seed']}")
 
     best = {"dev": -1.0}
 

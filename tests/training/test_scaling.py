@@ -2,11 +2,9 @@
 of L_alpha(D) (eq. 19), offline invariance (eq. 20), the ratio regulariser (eq. 21), and the
 potential norms / rescaling that every method goes through."""
 import math
-from dataclasses import dataclass
 
 import pytest
 import torch
-from torch import nn
 
 from components.energies.base import ChainPotentials
 from components.energies.unary_pairwise import UnaryPairwiseCRF
@@ -18,24 +16,14 @@ from components.training.objectives import predict
 from components.training.scaling import (METHODS, ScaledModel, ScalingConfig, offline_normalise, ratio,
                                          ratio_regulariser, select_alpha, subset_losses, transform)
 from components.training.structured import ChainTask
+from tests.training.toy import FeatUnary
+from tests.training.toy import ToyBatch as _Batch
 
 F64 = torch.float64
 
 
-@dataclass
-class _Batch:
-    feats: torch.Tensor   # [B, N, F]
-    tags: torch.Tensor    # long [B, N]
-    mask: torch.Tensor    # bool [B, N]
-
-
-class _FeatUnary(nn.Module):
-    def __init__(self, n_feats, n_labels):
-        super().__init__()
-        self.lin = nn.Linear(n_feats, n_labels, bias=False)
-
-    def forward(self, batch):
-        return self.lin(batch.feats)
+def _FeatUnary(n_feats, n_labels):
+    return FeatUnary(n_feats, n_labels, bias=False)
 
 
 def _mask(lengths, N):

@@ -1,7 +1,6 @@
 """Stage vs joint training (Shevchenko & Osokin Sec. 2, App. B): the epoch loop's plateau schedule,
 ``train_procedure`` on a tiny synthetic chain task, ``evaluate``'s two metrics by hand, and the OCR
 data / LeNet unary pieces (in memory; no prepared data is read)."""
-import copy
 import math
 from dataclasses import dataclass
 
@@ -16,6 +15,8 @@ from components.models.lenet import LeNetConfig, LeNetUnary
 from components.training.loop import TrainConfig, fit
 from components.training.scaling import ScaledModel, ScalingConfig
 from components.training.structured import ChainTask, ProcedureConfig, evaluate, mean_ratio, train_procedure
+from tests.training.toy import FeatUnary
+from tests.training.toy import ToyBatch as _Batch
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,21 +103,8 @@ def test_fit_default_config_has_no_schedule():
 L = 3
 
 
-@dataclass
-class _Batch:
-    feats: torch.Tensor   # [B, N, F]
-    tags: torch.Tensor    # long [B, N]
-    mask: torch.Tensor    # bool [B, N]
-
-
-class _FeatUnary(nn.Module):
-    def __init__(self, n_feats=L, n_labels=L):
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(n_feats, n_labels)
-
-    def forward(self, batch):
-        return self.lin(batch.feats)
+def _FeatUnary(n_feats=L, n_labels=L):
+    return FeatUnary(n_feats, n_labels, seed=0)
 
 
 def _collate(seqs):
