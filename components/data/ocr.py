@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from components.data import store
+from components.data.sampling import subsample_indices
 
 N_LETTERS = 26
 PAD = 32
@@ -110,5 +111,4 @@ def subsample(words: OcrWords, n: int, seed: int) -> OcrWords:
     """A seeded subsample of ``n`` words (``n`` <= 0 or >= len: all, in order)."""
     if n <= 0 or n >= len(words):
         return words
-    rows = np.sort(np.random.default_rng(seed).choice(len(words), n, replace=False))
-    return words.subset(rows)
+    return words.subset(subsample_indices(len(words), n, seed))

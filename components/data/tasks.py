@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from components.data.sampling import subsample_indices
 from components.data.batching import TaggingDataset
 from components.data.store import read_embeddings, read_tagged
 from components.data.vocab import Vocab, read_vocabs
@@ -55,8 +56,7 @@ def load_tagging_task(folder: str | Path, *, max_train_sentences: int = 0, seed:
     features = tuple(meta.get("features", ()))
     train = read_tagged(folder / "train.parquet", features)
     if 0 < max_train_sentences < len(train):
-        keep = np.sort(np.random.default_rng(seed).choice(len(train), max_train_sentences, replace=False))
-        train = [train[i] for i in keep]
+        train = [train[i] for i in subsample_indices(len(train), max_train_sentences, seed)]
     ids = vecs = None
     if (folder / "glove.parquet").exists():
         ids, vecs = read_embeddings(folder / "glove.parquet")

@@ -1,8 +1,17 @@
 """The Energy contract: lower energy = better; E(x, y) = -score(x, y).
 
-An energy maps a batch and an output y — labels [B, N] (long) or relaxed rows on the simplex
-[B, N, L] — to energies [B]. Chain energies also expose their potentials, so exact inference
-(``components.structures.linear_chain``) can serve as the yardstick for every approximate method.
+- :class:`Energy`: any structured output. ``energy(batch, y) -> [B]`` for a batch and an output y
+  of the energy's own kind — chain labels [B, N] (long) or relaxed rows on the simplex [B, N, L];
+  a Gaussian CRF's score maps [B, M, H, W] or pixel labels [B, H, W]; a masked-LM energy's token
+  sequences.
+- :class:`ChainEnergy`: linear-chain energies add ``potentials(batch) -> ChainPotentials``, so
+  exact inference (``components.structures.linear_chain``) is the yardstick of every approximate
+  method, and the potentials (not the network) are what inference and the scaling methods see.
+- :class:`FixedPotentials`: a ChainEnergy whose potentials were computed once for one batch;
+  evaluation times inference without the network's forward pass, and an energy frozen for
+  inference-network training is scored without recomputing its potentials.
+
+``require(energy, ChainEnergy, who)`` turns a missing capability into a clear ``TypeError``.
 """
 from __future__ import annotations
 
@@ -10,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from components.structures import linear_chain
 
 
 @dataclass
@@ -52,8 +63,62 @@ class ChainPotentials:
             w = self.transition * per_seq(pairwise, self.transition)
         return ChainPotentials(u, w, self.mask)
 
+    def energy(self, y: torch.Tensor) -> torch.Tensor:
+        """E(y) = -score(y) [B] for labels [B, N] or relaxed rows [B, N, L] (see linear_chain.score)."""
+        return -linear_chain.score(self.unary, self.transition, self.mask, y)
+
+    def detach(self) -> "ChainPotentials":
+        return ChainPotentials(self.unary.detach(), self.transition.detach(), self.mask)
+
 
 @runtime_checkable
 class Energy(Protocol):
-    def potentials(self, batch: Any) -> ChainPotentials: ...
+    """Any structured output: ``energy(batch, y) -> [B]``, lower is better."""
+
     def energy(self, batch: Any, y: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class ChainEnergy(Energy, Protocol):
+    """A linear-chain energy: E(x, y) = -(sum_t U_t[y_t] + sum_t W[y_t, y_t+1]) from its potentials."""
+
+    def potentials(self, batch: Any) -> ChainPotentials: ...
+
+
+class FixedPotentials:
+    """The ChainEnergy ``E(x, y) = -score(p, y)`` with potentials ``p`` computed once for ``batch``.
+
+    Asking for the potentials of another batch is an error (they would be silently wrong).
+    """
+
+    def __init__(self, potentials: ChainPotentials, batch: Any = None):
+        self.p, self.batch = potentials, batch
+
+    @classmethod
+    @torch.no_grad()
+    def of(cls, energy: ChainEnergy, batch: Any) -> "FixedPotentials":
+        require(energy, ChainEnergy, "FixedPotentials.of")
+        return cls(energy.potentials(batch).detach(), batch)
+
+    def _check(self, batch: Any) -> None:
+        if self.batch is not None and batch is not self.batch:
+            raise ValueError("FixedPotentials: potentials were computed for another batch")
+
+    def potentials(self, batch: Any) -> ChainPotentials:
+        self._check(batch)
+        return self.p
+
+    def energy(self, batch: Any, y: torch.Tensor) -> torch.Tensor:
+        self._check(batch)
+        return self.p.energy(y)
+
+    def eval(self) -> "FixedPotentials":
+        return self
+
+
+def require(energy: Any, protocol: type, who: str) -> None:
+    """Raise ``TypeError`` naming ``who`` unless ``energy`` implements ``protocol``."""
+    if not isinstance(energy, protocol):
+        missing = [m for m in ("energy", "potentials", "start", "step") if hasattr(protocol, m) and not hasattr(energy, m)]
+        raise TypeError(f"{who} needs a {protocol.__name__}; got {type(energy).__name__}"
+                        + (f", which has no {', '.join(missing)}()" if missing else ""))

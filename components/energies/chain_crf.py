@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from components.energies.base import ChainPotentials
-from components.structures import linear_chain
 
 
 class ChainCRFEnergy(nn.Module):
@@ -29,6 +28,5 @@ class ChainCRFEnergy(nn.Module):
         unary = self.features(batch.words, batch.mask, batch.chars)
         return ChainPotentials(unary, self.transition, batch.mask)
 
-    def energy(self, batch: Any, y: torch.Tensor, potentials: ChainPotentials | None = None) -> torch.Tensor:
-        p = potentials if potentials is not None else self.potentials(batch)
-        return -linear_chain.score(p.unary, p.transition, p.mask, y)
+    def energy(self, batch: Any, y: torch.Tensor) -> torch.Tensor:
+        return self.potentials(batch).energy(y)

@@ -70,9 +70,16 @@ class GaussianCRF(nn.Module):
         return gcrf_solve(p.unary, p.embeddings, p.lam, mask=p.mask, max_iter=self.cfg.solver.max_iter,
                           tol=self.cfg.solver.tol, info=info)
 
-    def energy(self, p: GCRFPotentials, s: Tensor) -> Tensor:
-        """E(x, s) = -F(s) [B] for continuous scores s [B, M, H, W]."""
-        return -gcrf_score(p.unary, p.embeddings, p.lam, s, mask=p.mask)
+    def energy(self, batch, y: Tensor) -> Tensor:
+        """The ``Energy`` contract: E(x, y) = -F(y) [B] for a batch (a ``GridBatch`` or x [B, C, H, W])
+        and continuous scores y [B, M, H, W] or pixel labels y [B, H, W] (read as one-hot scores)."""
+        return self.potential_energy(self.potentials(batch), y)
+
+    def potential_energy(self, p: GCRFPotentials, y: Tensor) -> Tensor:
+        """E(x, y) = -F(y) [B] from potentials computed once (see :meth:`energy`)."""
+        if not y.dtype.is_floating_point:
+            y = F.one_hot(self._check_y(p, y), self.n_labels).permute(0, 3, 1, 2).to(p.unary.dtype)
+        return -gcrf_score(p.unary, p.embeddings, p.lam, y, mask=p.mask)
 
     def _check_y(self, p: GCRFPotentials, y: Tensor) -> Tensor:
         B, M, H, W = p.unary.shape

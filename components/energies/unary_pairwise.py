@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from components.energies.base import ChainPotentials
-from components.structures import linear_chain
 
 
 class UnaryPairwiseCRF(nn.Module):
@@ -32,9 +31,8 @@ class UnaryPairwiseCRF(nn.Module):
                              f"mask {list(batch.mask.shape)}, got {list(unary.shape)}")
         return ChainPotentials(unary, self.transition, batch.mask)
 
-    def energy(self, batch: Any, y: torch.Tensor, potentials: ChainPotentials | None = None) -> torch.Tensor:
-        p = potentials if potentials is not None else self.potentials(batch)
-        return -linear_chain.score(p.unary, p.transition, p.mask, y)
+    def energy(self, batch: Any, y: torch.Tensor) -> torch.Tensor:
+        return self.potentials(batch).energy(y)
 
     def unary_parameters(self) -> Iterator[nn.Parameter]:
         return self.unary_net.parameters()

@@ -185,7 +185,7 @@ def test_gaussian_crf_energy_step():
     assert model.unary_loss(p, y).shape == (2,)
     assert model.predict(p).shape == (2, 5, 6)
     s = model.scores(p)
-    assert bool((model.energy(p, s) <= model.energy(p, s + 0.01)).all())
+    assert bool((model.potential_energy(p, s) <= model.potential_energy(p, s + 0.01)).all())
     with pytest.raises(ValueError, match="y must be"):
         model.loss(p, y[:, :4])
     with pytest.raises(ValueError, match="outside"):
