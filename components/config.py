@@ -180,6 +180,13 @@ class BaseConfig:
     threads: int = 0                  # torch intra-op threads; 0 = torch's default
 
 
+@dataclasses.dataclass(frozen=True)
+class ResourcesConfig:
+    """What one trial or shard asks the scheduler for (interpreted by ``flows``)."""
+    cpu: float = 1.0
+    gpu: float | str = "auto"          # a number, or "auto": 1 when CUDA is visible to the driver
+
+
 def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:
     """Apply ``scales[<base.scale>]`` (a mapping of dotted keys to values) on top of the defaults.
 

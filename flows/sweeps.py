@@ -19,14 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from components.config import ConfigError, get_dotted
+from components.config import ConfigError, ResourcesConfig, get_dotted
 from components.tracking import Tracker
-
-
-@dataclass(frozen=True)
-class ResourcesConfig:
-    cpu: float = 1.0
-    gpu: float | str = "auto"          # a number, or "auto": 1 when CUDA is visible to the driver
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -50,10 +50,12 @@ class ModelSpec:
     variants: Callable[[Any], tuple[str, ...]]                              # cfg -> variant names ("" = one)
     build: Callable[[Any, str, TaggingTask, int, Path], torch.nn.Module]    # (cfg, variant, task, seed, root)
     loss: Callable[[Any, str, torch.nn.Module], Callable[[torch.nn.Module, Any], torch.Tensor]]
-    # loss(cfg, variant, model) -> loss_fn(model, batch); a loss_fn with an ``epoch`` attribute is
-    # told the epoch before each epoch's batches (for schedules such as lambda annealing)
+    # loss(cfg, variant, model) -> loss_fn(model, batch); ``fit`` tells a loss_fn with an ``epoch``
+    # attribute the epoch before each epoch's batches (for schedules such as lambda annealing)
     evaluate: Callable[[torch.nn.Module, Any, str, TaggingTask, Any, str, str], dict[str, float]]
     # evaluate(model, cfg, variant, task, dataset, split name, device) -> metrics with "score"
+    recipe: Callable[[Any, str, TaggingTask], dict[str, Any]]
+    # recipe(cfg, variant, task) -> components.checkpoints.recipe(...): how to rebuild the saved model
 
 
 def _spec(ref: str) -> ModelSpec:
@@ -74,13 +76,9 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     loss_fn = spec.loss(cfg, variant, model)
     n_batches = -(-len(task.train) // cfg.optim.batch_size)
 
-    def batches(epoch: int):
-        if hasattr(loss_fn, "epoch"):
-            loss_fn.epoch = epoch
-        for b in task.train.batches(cfg.optim.batch_size, shuffle=True, seed=base.seed * 1000 + epoch):
-            yield b.to(device)
-
-    state = fit(model, loss_fn, batches, n_batches,
+    state = fit(model, loss_fn,
+                lambda epoch: task.train.batches(cfg.optim.batch_size, shuffle=True, seed=base.seed * 1000 + epoch,
+                                                 device=device), n_batches,
                 lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
                 state=resume, on_batch=on_batch, on_epoch=on_epoch)
     model.eval()
@@ -109,7 +107,9 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
     if ckpt is not None:
         with ckpt.as_directory() as d:
             resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
-    meta = {"task": task, "variant": variant, "section": spec.section, "model": asdict(cfg.model), "config": config}
+    t = load_tagging_task(Path(root) / load_section(BaseConfig, "base", params).prepared_dir / task)
+    meta = {"task": task, "variant": variant, "section": spec.section, "config": config,
+            "recipe": spec.recipe(cfg, variant, t)}
     label = f"{task}/{variant}" if variant else task
     on_batch = epoch_bar(label)
 

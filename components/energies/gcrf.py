@@ -39,6 +39,8 @@ class GCRFConfig:
 
 
 class GaussianCRF(nn.Module):
+    structure = "grid"                 # see components.energies.base.ChainEnergy
+
     def __init__(self, in_channels: int, n_labels: int, cfg: GCRFConfig = GCRFConfig(), seed: int | None = None):
         super().__init__()
         if n_labels < 2 or cfg.embedding_dim < 1 or not cfg.solver.lam > 0:

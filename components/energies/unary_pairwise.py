@@ -18,6 +18,8 @@ from components.energies.base import ChainPotentials
 
 
 class UnaryPairwiseCRF(nn.Module):
+    structure = "chain"                 # see components.energies.base.ChainEnergy
+
     def __init__(self, unary_net: nn.Module, n_labels: int, init_std: float = 0.1, seed: int = 0):
         super().__init__()
         self.unary_net = unary_net

@@ -2,18 +2,36 @@
 
 Returns the tagging metrics (accuracy or conlleval span F1), the mean energy of the gold outputs
 and of the method's outputs, and decoding speed (sentences and tokens per second of the
-inference call alone, potentials excluded, as Tu & Gimpel time inference).
+inference call alone, potentials excluded, as Tu & Gimpel time inference: the method sees a
+``FixedPotentials`` energy whose potentials were computed before the clock started).
+
+This is the one loop over a tagging dataset that scores outputs under an energy; ``predict``
+(``components.training.tagger``) is the one for a network's own argmax.
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from components.data.batching import TaggingDataset
 from components.data.vocab import Vocab
+from components.energies.base import ChainEnergy, FixedPotentials, require
 from components.metrics.tagging import tagging_scores
+
+
+@torch.no_grad()
+def decode_dataset(ds: TaggingDataset, decode: Callable[[Any], torch.Tensor], labels: Vocab, *,
+                   batch_size: int = 64, device: str | torch.device = "cpu") -> list[list[str]]:
+    """The one loop over a tagging dataset: ``decode(batch) -> label ids [B, N]`` on every batch
+    (moved to ``device``); returns each sentence's label strings, in dataset order."""
+    preds: list[list[str] | None] = [None] * len(ds)
+    for batch in ds.batches(batch_size, device=device):
+        lab = decode(batch).cpu()
+        for b, i in enumerate(batch.index.tolist()):
+            preds[i] = [labels.tokens[j] for j in lab[b, :int(batch.lengths[b])].tolist()]
+    return preds  # type: ignore[return-value]
 
 
 @torch.no_grad()
@@ -21,34 +39,33 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
                        batch_size: int = 64, device: str | torch.device = "cpu", instances: bool = False):
     """-> metrics, or (metrics, per-instance arrays ``energy`` [n] and ``relaxed_energy`` [n] (NaN
     for methods without a relaxed output), in dataset order) when ``instances``."""
+    require(energy, ChainEnergy, "evaluate_inference")
     energy.eval()
-    preds: list[list[str] | None] = [None] * len(ds)
     inst_e = torch.full((len(ds),), float("nan"), dtype=torch.float64)
     inst_r = torch.full((len(ds),), float("nan"), dtype=torch.float64)
-    gold_e = pred_e = 0.0
-    seconds = 0.0
-    for batch in ds.batches(batch_size):
-        batch = batch.to(device)
-        p = energy.potentials(batch)
-        if str(device).startswith("cuda"):
-            torch.cuda.synchronize()
+    acc = {"gold": 0.0, "pred": 0.0, "seconds": 0.0}
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+
+    def decode(batch) -> torch.Tensor:
+        fixed = FixedPotentials.of(energy, batch)
+        p = fixed.p
+        sync()
         t0 = time.perf_counter()
-        res = method(energy, batch, potentials=p)
-        if str(device).startswith("cuda"):
-            torch.cuda.synchronize()
-        seconds += time.perf_counter() - t0
-        gold_e += float(energy.energy(batch, batch.tags, potentials=p).sum())
-        e_b = energy.energy(batch, res.labels, potentials=p)
-        pred_e += float(e_b.sum())
+        res = method(fixed, batch)
+        sync()
+        acc["seconds"] += time.perf_counter() - t0
+        acc["gold"] += float(p.energy(batch.tags).sum())
+        e_b = p.energy(res.labels)
+        acc["pred"] += float(e_b.sum())
         inst_e[batch.index.cpu()] = e_b.double().cpu()
         if res.relaxed is not None:
-            inst_r[batch.index.cpu()] = energy.energy(batch, res.relaxed, potentials=p).double().cpu()
-        lab = res.labels.cpu()
-        for b, i in enumerate(batch.index.tolist()):
-            preds[i] = [labels.tokens[j] for j in lab[b, :int(batch.lengths[b])].tolist()]
-    out = tagging_scores(metric, [s.tags for s in ds.sentences], preds)  # type: ignore[arg-type]
-    n = len(ds)
-    out.update({"energy_gold": gold_e / n, "energy_pred": pred_e / n,
+            inst_r[batch.index.cpu()] = p.energy(res.relaxed).double().cpu()
+        return res.labels
+
+    preds = decode_dataset(ds, decode, labels, batch_size=batch_size, device=device)
+    out = tagging_scores(metric, [s.tags for s in ds.sentences], preds)
+    n, seconds = len(ds), acc["seconds"]
+    out.update({"energy_gold": acc["gold"] / n, "energy_pred": acc["pred"] / n,
                 "decode_seconds": seconds, "decode_sentences_per_s": n / max(seconds, 1e-9),
                 "decode_tokens_per_s": ds.n_tokens / max(seconds, 1e-9)})
     if not torch.isnan(inst_r).all():

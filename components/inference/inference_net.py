@@ -52,8 +52,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from components.energies.base import ChainPotentials
-from components.inference.base import InferenceResult
+from components.energies.base import ChainEnergy, ChainPotentials, require
+from components.inference.base import InferenceResult, check
 
 __all__ = ["InfNetTrainConfig", "TailorConfig", "lambda_at", "infnet_logits", "token_ce", "infnet_loss",
            "InfNetObjective", "InferenceNetwork", "TailoredInferenceNetwork", "tailor",
@@ -111,32 +111,31 @@ def token_ce(logits: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> to
     return F.cross_entropy(logits[mask], tags[mask], reduction="sum") / logits.shape[0]
 
 
-def _frozen_potentials(energy: Any, batch: Any, potentials: ChainPotentials | None) -> ChainPotentials:
+def _frozen_potentials(energy: Any, batch: Any) -> ChainPotentials:
+    """The chain energy's potentials for ``batch``, computed in eval mode without gradient."""
+    require(energy, ChainEnergy, "an inference network")
     energy.eval()
-    if potentials is None:
-        with torch.no_grad():
-            potentials = energy.potentials(batch)
-    return ChainPotentials(potentials.unary.detach(), potentials.transition.detach(), potentials.mask)
+    with torch.no_grad():
+        return energy.potentials(batch).detach()
 
 
-def _relaxed_energy(energy: Any, batch: Any, logits: torch.Tensor, p: ChainPotentials) -> torch.Tensor:
+def _relaxed_energy(logits: torch.Tensor, p: ChainPotentials) -> torch.Tensor:
     """E(x, softmax(logits)) [B], in the potentials' dtype."""
-    return energy.energy(batch, torch.softmax(logits.to(p.unary.dtype), -1), potentials=p)
+    return p.energy(torch.softmax(logits.to(p.unary.dtype), -1))
 
 
-def infnet_loss(net: nn.Module, energy: Any, batch: Any, lam: float, *, local_only: bool = False,
-                potentials: ChainPotentials | None = None) -> torch.Tensor:
+def infnet_loss(net: nn.Module, energy: Any, batch: Any, lam: float, *, local_only: bool = False) -> torch.Tensor:
     """``mean_b E(x_b, softmax(A(x_b))) + lam * token_ce`` (scalar); ``local_only``: token CE only.
 
-    The energy is frozen: it is put in eval mode and its potentials (computed here, or the given
-    ones) are detached, so no gradient reaches its parameters.
+    The energy (a ChainEnergy) is frozen: it is put in eval mode and its potentials are detached,
+    so no gradient reaches its parameters.
     """
     logits = infnet_logits(net, batch)
     ce = token_ce(logits, batch.tags, batch.mask)
     if local_only:
         return ce
-    p = _frozen_potentials(energy, batch, potentials)
-    e = _relaxed_energy(energy, batch, logits, p).mean()
+    p = _frozen_potentials(energy, batch)
+    e = _relaxed_energy(logits, p).mean()
     return e + lam * ce.to(e.dtype) if lam else e
 
 
@@ -154,17 +153,37 @@ class InfNetObjective:
     def __call__(self, net: nn.Module, batch: Any) -> torch.Tensor:
         return infnet_loss(net, self.energy, batch, self.lam, local_only=self.cfg.local_only)
 
+    def on(self, part: Callable[[nn.Module], nn.Module]) -> "_OnPart":
+        """``loss_fn(model, batch)`` applying this objective to ``part(model)`` (e.g. the network
+        inside a wrapper that also holds the frozen energy); its ``epoch`` is this objective's."""
+        return _OnPart(self, part)
+
+
+class _OnPart:
+    def __init__(self, objective: InfNetObjective, part: Callable[[nn.Module], nn.Module]):
+        self.objective, self.part = objective, part
+
+    @property
+    def epoch(self) -> int:
+        return self.objective.epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self.objective.epoch = value
+
+    def __call__(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        return self.objective(self.part(model), batch)
+
 
 # ---------------------------------------------------------------------------------------------
 # Decoding
 # ---------------------------------------------------------------------------------------------
 
-def _result(energy: Any, batch: Any, logits: torch.Tensor, p: ChainPotentials,
-            stats: dict[str, float]) -> InferenceResult:
+def _result(batch: Any, logits: torch.Tensor, p: ChainPotentials, stats: dict[str, float]) -> InferenceResult:
     labels = torch.where(batch.mask, logits.argmax(-1), 0)
     relaxed = torch.softmax(logits, -1)
-    e_relaxed = _relaxed_energy(energy, batch, logits, p)
-    return InferenceResult(labels=labels, relaxed=relaxed, energy=energy.energy(batch, labels, potentials=p),
+    e_relaxed = _relaxed_energy(logits, p)
+    return InferenceResult(labels=labels, relaxed=relaxed, energy=p.energy(labels),
                            stats={"energy_relaxed": float(e_relaxed.mean()), **stats})
 
 
@@ -193,27 +212,33 @@ class InferenceNetwork:
     """``Inference`` protocol: labels = per-position argmax (0 at padding), relaxed = softmax of
     the logits, energy = E of the labels [B]; ``stats["energy_relaxed"]`` is the mean relaxed energy."""
 
+    needs = ChainEnergy
+
     def __init__(self, net: nn.Module):
         self.net = net
 
     @torch.no_grad()
-    def __call__(self, energy: Any, batch: Any, potentials: ChainPotentials | None = None) -> InferenceResult:
-        p = _frozen_potentials(energy, batch, potentials)
+    def __call__(self, energy: Any, batch: Any) -> InferenceResult:
+        check(self, energy)
+        p = _frozen_potentials(energy, batch)
         with _EvalMode(self.net):
             logits = infnet_logits(self.net, batch)
-        return _result(energy, batch, logits, p, {})
+        return _result(batch, logits, p, {})
 
 
 class TailoredInferenceNetwork:
     """``Inference`` protocol for instance-tailored inference networks: :func:`tailor` with ``cfg``."""
 
+    needs = ChainEnergy
+
     def __init__(self, net: nn.Module, cfg: TailorConfig = TailorConfig()):
         self.net, self.cfg = net, cfg
 
-    def __call__(self, energy: Any, batch: Any, potentials: ChainPotentials | None = None) -> InferenceResult:
+    def __call__(self, energy: Any, batch: Any) -> InferenceResult:
+        check(self, energy)
         c = self.cfg
         return tailor(self.net, energy, batch, c.n_steps, c.lr, optimizer=c.optimizer, momentum=c.momentum,
-                      grad_clip=c.grad_clip, method=c.method, potentials=potentials)
+                      grad_clip=c.grad_clip, method=c.method)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,7 +294,7 @@ def _tailor_vmap(net, energy, batch, p, n_steps, opt_fn, grad_clip, on_step) -> 
     opt = opt_fn(tensors)
     for step in range(n_steps):
         logits = forward(stacked, words, batch.mask, batch.chars)
-        e = _relaxed_energy(energy, batch, logits, p)                          # [B]
+        e = _relaxed_energy(logits, p)                                          # [B]
         grads = torch.autograd.grad(e.sum(), tensors, allow_unused=True)
         grads = dict(zip(stacked, (torch.zeros_like(t) if g is None else g for t, g in zip(tensors, grads))))
         for k, row in pad_rows.items():
@@ -298,7 +323,7 @@ def _tailor_loop(net, energy, batch, p, n_steps, opt_fn, grad_clip, on_step) -> 
         opt = opt_fn(params)
         for step in range(n_steps):
             opt.zero_grad(set_to_none=True)
-            e = _relaxed_energy(energy, sub, infnet_logits(copy_b, sub), pb)
+            e = _relaxed_energy(infnet_logits(copy_b, sub), pb)
             e.sum().backward()
             if grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, grad_clip)
@@ -315,7 +340,7 @@ def _tailor_loop(net, energy, batch, p, n_steps, opt_fn, grad_clip, on_step) -> 
 
 def tailor(net: nn.Module, energy: Any, batch: Any, n_steps: int, lr: float, *,
            optimizer: Literal["sgd", "adam"] = "sgd", momentum: float = 0.9, grad_clip: float = 0.0,
-           method: Literal["vmap", "loop"] = "vmap", potentials: ChainPotentials | None = None,
+           method: Literal["vmap", "loop"] = "vmap",
            on_step: Callable[[int, int, torch.Tensor], None] | None = None) -> InferenceResult:
     """Instance-tailored inference network (Sec. 4.2.1): a private copy of ``net``'s trainable
     parameters per sentence, ``n_steps`` steps of ``optimizer`` on that sentence's relaxed energy,
@@ -330,9 +355,9 @@ def tailor(net: nn.Module, energy: Any, batch: Any, n_steps: int, lr: float, *,
         raise ValueError(f"tailor: n_steps must be >= 0, got {n_steps}")
     if method not in ("vmap", "loop"):
         raise ValueError(f"tailor: method must be 'vmap' or 'loop', got {method!r}")
-    p = _frozen_potentials(energy, batch, potentials)
+    p = _frozen_potentials(energy, batch)
     if n_steps == 0:
-        res = InferenceNetwork(net)(energy, batch, potentials=p)
+        res = _result(batch, warm_start_logits(net, batch), p, {})
         res.stats.update(n_steps=0.0, energy_relaxed_start=res.stats["energy_relaxed"])
         return res
     if optimizer not in ("sgd", "adam"):
@@ -345,9 +370,9 @@ def tailor(net: nn.Module, energy: Any, batch: Any, n_steps: int, lr: float, *,
 
     with _EvalMode(net), torch.enable_grad():
         with torch.no_grad():
-            start = float(_relaxed_energy(energy, batch, infnet_logits(net, batch), p).mean())
+            start = float(_relaxed_energy(infnet_logits(net, batch), p).mean())
         run = _tailor_vmap if method == "vmap" else _tailor_loop
         logits = run(net, energy, batch, p, n_steps, opt_fn, grad_clip, on_step)
     with torch.no_grad():
-        return _result(energy, batch, logits.detach(), p,
+        return _result(batch, logits.detach(), p,
                        {"n_steps": float(n_steps), "energy_relaxed_start": start})

@@ -1,21 +1,97 @@
-"""Batch loops of the approximate-inference study (Tu & Gimpel 2019) over a dataset.
+"""The approximate-inference study of Tu & Gimpel (2019) over a dataset: its config and its parts.
 
+- :class:`ApproxStudyConfig`: what the ``approx`` stage runs (tasks, energies, the GD oracle grid,
+  the methods evaluated with one config, the methods tuned on dev, speed, the LM analysis).
 - :func:`gd_grid` runs the whole gradient-descent grid (every learning rate and checkpoint N) on a
   range of instances, batch by batch, and returns per-instance counts and energies for the oracle
-  (``components.inference.oracle.oracle_select``), as numpy arrays so shards can be gathered.
+  (``components.inference.oracle.oracle_select``), as numpy arrays so shards can be gathered;
+  :func:`merge_shards` puts shards back in instance order; :func:`grid_table` lays the grid out as
+  one long table (a row per instance x N x restart x lr) for the Parquet artifact.
+- :func:`tune_on_dev`: for each row value (e.g. N), the tuned value (e.g. lr) with the best dev
+  score, then that configuration on test, the same for every instance (Sec. 4.2).
 - :func:`speed` times an inference method at a given batch size (examples per second).
+- :func:`subset`: the seeded evaluation subset of a split.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pyarrow as pa
 import torch
 
+from components.config import ResourcesConfig
 from components.data.batching import TaggingDataset
+from components.data.sampling import subsample_indices
+from components.inference.evaluate import evaluate_inference
 from components.inference.gradient_descent import GDConfig, gradient_descent
 from components.inference.oracle import instance_counts
+from components.models.lm import LMConfig
+
+
+@dataclass(frozen=True)
+class GDGridConfig(GDConfig):
+    """The paper's GD grid (:class:`GDConfig`) plus a per-task cap on N for large label sets."""
+    max_iterations: dict[str, int] = field(default_factory=dict)
+
+    def for_task(self, task: str) -> GDConfig:
+        cap = self.max_iterations.get(task, 0)
+        return GDConfig(lrs=tuple(float(x) for x in self.lrs),
+                        checkpoints=tuple(n for n in self.checkpoints if cap <= 0 or n <= cap),
+                        momentum=self.momentum, restarts=self.restarts, init_std=self.init_std)
+
+
+@dataclass(frozen=True)
+class TunedConfig:
+    """A method tuned on dev: one test row per value of ``rows_key`` (e.g. ``n_steps``); for each
+    row the value of ``tune_key`` (e.g. ``lr``) with the best dev score; ``config`` the rest."""
+    rows_key: str
+    rows: tuple[Any, ...]
+    tune_key: str
+    values: tuple[Any, ...]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def _default_tuned() -> dict[str, TunedConfig]:
+    return {"tailored_infnet": TunedConfig("n_steps", (3, 5, 10), "lr", (0.1, 0.01, 0.001)),
+            "gd_warm_start": TunedConfig("iterations", (3, 5, 10), "lr", (1.0, 5.0, 10.0, 50.0))}
+
+
+@dataclass(frozen=True)
+class ApproxStudyConfig:
+    tasks: tuple[str, ...] = ("pos", "ner", "greek_morph")
+    energy: str = "blstm_crf_plus"            # Tables 4 and 6
+    table1_energy: str = "blstm_crf"          # Tables 1 and 3
+    archs: tuple[str, ...] = ("cnn", "blstm", "seq2seq")                 # Table 1's inference networks
+    modes: tuple[str, ...] = ("local", "infnet")                         # local baseline, inference network
+    arch: dict[str, str] = field(default_factory=lambda: {"pos": "cnn", "ner": "seq2seq", "greek_morph": "blstm"})
+    # INFERENCE methods evaluated on test with one config each, under both energies (Viterbi is the
+    # yardstick and always runs); name -> its config
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # INFERENCE methods that take the task's inference network (input ``net``), tuned on dev (Table 6)
+    tuned: dict[str, TunedConfig] = field(default_factory=_default_tuned)
+    max_test_sentences: dict[str, int] = field(default_factory=dict)   # 0 / absent = the whole test set
+    max_dev_sentences: int = 100
+    batch_size: int = 32
+    gd: GDGridConfig = GDGridConfig()
+    shard_size: int = 50
+    resources: ResourcesConfig = ResourcesConfig()
+    speed_batch_sizes: tuple[int, ...] = (10, 32, 100)
+    speed_methods: dict[str, dict[str, Any]] = field(default_factory=lambda: {"viterbi": {}, "gd": {"iterations": 20}})
+    lm: LMConfig = LMConfig()
+    lm_epochs: int = 5
+    energy_dir: str = "models/energy"
+    infnet_dir: str = "models/infnet"
+
+
+def subset(ds: TaggingDataset, n: int, seed: int) -> TaggingDataset:
+    """A seeded subset of ``n`` sentences of ``ds`` (all of it when ``n`` <= 0 or >= its size)."""
+    if 0 < n < len(ds):
+        return TaggingDataset([ds.sentences[i] for i in subsample_indices(len(ds), n, seed)], ds.vocabs,
+                              features=ds.features)
+    return ds
 
 
 @torch.no_grad()
@@ -47,6 +123,52 @@ def gd_grid(energy: Any, ds: TaggingDataset, indices: Sequence[int], labels: Seq
     return {"index": np.concatenate(parts["index"]), "counts": np.concatenate(parts["counts"], axis=-2),
             "energy": np.concatenate(parts["energy"], axis=-1),
             "relaxed_energy": np.concatenate(parts["relaxed_energy"], axis=-1)}
+
+
+def merge_shards(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
+    """Shards of :func:`gd_grid` -> one grid in instance order: ``counts`` [C, R, K, n, 3],
+    ``energy`` and ``relaxed_energy`` [C, R, K, n] (tensors)."""
+    index = np.concatenate([p["index"] for p in parts])
+    order = np.argsort(index, kind="stable")
+    if not np.array_equal(index[order], np.arange(len(index))):
+        raise ValueError(f"merge_shards: the shards cover instances {sorted(set(index.tolist()))[:10]}..., "
+                         f"not each of 0..{len(index) - 1} exactly once")
+    counts = np.concatenate([p["counts"] for p in parts], axis=-2)[..., order, :]
+    cat = {k: np.concatenate([p[k] for p in parts], axis=-1)[..., order] for k in ("energy", "relaxed_energy")}
+    return {"counts": torch.as_tensor(counts), "energy": torch.as_tensor(cat["energy"]),
+            "relaxed_energy": torch.as_tensor(cat["relaxed_energy"])}
+
+
+def grid_table(grid: dict[str, torch.Tensor], cfg: GDConfig) -> pa.Table:
+    """The per-instance grid as a long table: instance, N, restart, lr, correct, predicted, gold,
+    energy, relaxed_energy (one row per candidate)."""
+    counts, e, r = grid["counts"], grid["energy"], grid["relaxed_energy"]
+    C, R, K, n = e.shape
+    return pa.table({"instance": np.tile(np.arange(n), C * R * K),
+                     "N": np.repeat(np.array(cfg.checkpoints), R * K * n),
+                     "restart": np.tile(np.repeat(np.arange(R), K * n), C),
+                     "lr": np.tile(np.repeat(np.array(cfg.lrs), n), C * R),
+                     "correct": counts[..., 0].reshape(-1).numpy(), "predicted": counts[..., 1].reshape(-1).numpy(),
+                     "gold": counts[..., 2].reshape(-1).numpy(), "energy": e.reshape(-1).numpy(),
+                     "relaxed_energy": r.reshape(-1).numpy()})
+
+
+def tune_on_dev(make: Callable[[dict[str, Any]], Any], tuned: TunedConfig, energy: Any, dev: TaggingDataset,
+                test: TaggingDataset, labels: Any, metric: str, *, batch_size: int = 32,
+                device: str = "cpu") -> dict[str, dict[str, Any]]:
+    """For each row value: the tuned value with the best dev score (ties: the first listed), then
+    that configuration on test. ``make(config mapping)`` builds the method. -> ``{row: metrics +
+    {tune_key: chosen}}``."""
+    out = {}
+    for row in tuned.rows:
+        def at(value):
+            return make({**tuned.config, tuned.rows_key: row, tuned.tune_key: value})
+        dev_scores = [evaluate_inference(energy, at(v), dev, labels, metric, batch_size=batch_size,
+                                         device=device)["score"] for v in tuned.values]
+        best = tuned.values[int(np.argmax(dev_scores))]
+        m = evaluate_inference(energy, at(best), test, labels, metric, batch_size=batch_size, device=device)
+        out[str(row)] = {**m, tuned.tune_key: best, "dev_score": float(max(dev_scores))}
+    return out
 
 
 @torch.no_grad()

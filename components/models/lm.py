@@ -10,7 +10,9 @@ prepended and an EOS id appended. Cost O(B N H (H + D + V)) per forward pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -55,3 +57,31 @@ class LSTMLM(nn.Module):
         self.eval()
         nll, n = self.token_nll(ids, mask)
         return torch.exp(nll / n)
+
+
+def lm_batches(seqs: Sequence[Sequence[int]], batch_size: int = 32) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Length-sorted padded batches ``(ids [b, n] long, mask [b, n] bool)`` of ``seqs``, with the
+    sequences' positions in ``seqs`` as a third element ``order`` [b] (to put results back)."""
+    if any(len(s) == 0 for s in seqs):
+        raise ValueError("lm_batches: empty sequence (an LM scores at least one token)")
+    order = np.argsort([len(s) for s in seqs], kind="stable")
+    out = []
+    for i in range(0, len(order), batch_size):
+        idx = order[i:i + batch_size]
+        n = max(len(seqs[j]) for j in idx)
+        ids = torch.zeros(len(idx), n, dtype=torch.long)
+        for b, j in enumerate(idx):
+            ids[b, :len(seqs[j])] = torch.as_tensor(seqs[j], dtype=torch.long)
+        lengths = torch.tensor([len(seqs[j]) for j in idx])
+        out.append((ids, torch.arange(n)[None] < lengths[:, None], torch.as_tensor(idx)))
+    return out
+
+
+@torch.no_grad()
+def perplexities(lm: LSTMLM, seqs: Sequence[Sequence[int]], batch_size: int = 64) -> np.ndarray:
+    """Per-sequence perplexity [len(seqs)] in the order of ``seqs`` (padding never affects a
+    sequence's score: the LM is left-to-right and padded positions come after its last token)."""
+    out = np.empty(len(seqs))
+    for ids, mask, idx in lm_batches(seqs, batch_size):
+        out[idx.numpy()] = lm.perplexity(ids, mask).double().numpy()
+    return out

@@ -4,9 +4,10 @@ runs beside the paper's numbers.
 
 Input: a list of run records, one per trained model (the ``scaling`` study writes them)::
 
-    {"task": str, "objective": "marginal_ce" | "ssvm" | "nll" | "mean_field_ce" | "gcrf_ce",
-     "procedure": "unary" | "stage" | "joint" | "online" | "offline" | "offline_reg" | "temperature"
-                  | "fixed_alpha",
+    {"task": str, "objective": a name of components.training.OBJECTIVES (marginal_ce, ssvm, nll,
+                  mean_field_ce, gcrf_ce),
+     "procedure": a name of components.training.studies.PROCEDURES (unary, stage, joint, online,
+                  offline, offline_reg, temperature, fixed_alpha),
      "last_activation": "relu" | "sigmoid" | "none", "alpha": float, "fold": int, "seed": int,
      "test_score": float (percent), "train_score": float (may be absent -> NaN),
      "train_minutes": float (all stages), "epochs": int,
@@ -31,7 +32,7 @@ Public API: :data:`PAPER`, :data:`PAPER_TASK`, :func:`aggregate`, :func:`table1`
 :func:`paper_cell`, :func:`task_label`, :func:`table_chunking_bilstm`, :func:`train_table`, :func:`alpha_table`,
 :func:`best_fixed_alpha`,
 :func:`figure1a`, :func:`figure1b`, :func:`figure1c`, :func:`readme`, :func:`write_report`,
-:class:`MissingRecords`.
+:func:`summary`, :class:`MissingRecords`.
 """
 from __future__ import annotations
 
@@ -52,14 +53,18 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
 from components.reports.curves import close  # noqa: E402
+from components.training import OBJECTIVES as TRAINING_OBJECTIVES  # noqa: E402
+from components.training.studies import PROCEDURES as STUDY_PROCEDURES  # noqa: E402
 
-OBJECTIVES = ("marginal_ce", "ssvm", "nll", "mean_field_ce", "gcrf_ce")
+# the names are the registries' (objectives, in the paper's table order) and the study's procedures;
+# the report only adds display labels, keyed by those names
+OBJECTIVES = tuple(TRAINING_OBJECTIVES)
 OBJECTIVE_LABEL = {"marginal_ce": "Cross-entropy", "ssvm": "Structured SVM", "nll": "Log-likelihood",
                    "mean_field_ce": "Cross-entropy (MF)", "gcrf_ce": "Cross-entropy (GCRF, softmax of s*)"}
-PROCEDURES = ("unary", "stage", "joint", "online", "offline", "offline_reg", "temperature", "fixed_alpha")
+PROCEDURES = tuple(STUDY_PROCEDURES)
 TABLE2_COLUMNS = ("stage", "joint", "online", "offline", "offline_reg")
-COLUMN_LABEL = {"stage": "stage", "joint": "joint", "online": "online", "offline": "offline",
-                "offline_reg": "offline (reg)", "temperature": "TEMP"}
+COLUMN_LABEL = {"unary": "unary", "stage": "stage", "joint": "joint", "online": "online", "offline": "offline",
+                "offline_reg": "offline (reg)", "temperature": "TEMP", "fixed_alpha": "fixed α"}
 ACTIVATIONS = ("relu", "sigmoid", "none")
 PAPER_ROWS = ("OCR", "Chunking", "Bin. segm.")
 
@@ -436,7 +441,7 @@ def train_table(records: Iterable[Mapping[str, Any]]) -> str:
     cols = [c for c in ("unary",) + TABLE2_COLUMNS + ("temperature",) if any(r["procedure"] == c for r in recs)]
     if not cols:
         return "_No run records._\n"
-    lines = ["| task | objective | " + " | ".join(f"{COLUMN_LABEL.get(c, c)} train / test" for c in cols) + " |",
+    lines = ["| task | objective | " + " | ".join(f"{COLUMN_LABEL[c]} train / test" for c in cols) + " |",
              "|---|---|" + "---|" * len(cols)]
     for t in _tasks(recs):
         for o in [o for o in OBJECTIVES if any(r["task"] == t and r["objective"] == o for r in recs)]:
@@ -729,3 +734,17 @@ def write_report(records: Iterable[Mapping[str, Any]], out_dir: str | Path, task
     write_text(out / "README.md", readme(recs, status, task, objective))
     written["README.md"] = out / "README.md"
     return written
+
+
+def summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The metrics dict of the study: ``task/objective/procedure[/sigmoid][/alpha_<a>]`` -> mean, std,
+    n and minutes of the :func:`aggregate` row."""
+    out: dict[str, Any] = {}
+    for row in aggregate(records):
+        key = f"{row['task']}/{row['objective']}/{row['procedure']}"
+        if row.get("last_activation") == "sigmoid":
+            key += "/sigmoid"
+        if row["procedure"] == "fixed_alpha":
+            key += f"/alpha_{row['alpha']:g}"
+        out[key] = {"mean": row["mean"], "std": row["std"], "n": row["n"], "minutes": row["minutes"]}
+    return out

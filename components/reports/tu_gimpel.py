@@ -59,6 +59,10 @@ for _line in _T6.splitlines():
                     for t, c in zip(("Twitter POS", "NER", "CCG"), _cells)}
 
 
+# Table 6's tuned rows -> the INFERENCE method whose metrics fill them (approx.tuned)
+TUNED_ROWS = {"tailored": "tailored_infnet", "warm start": "gd_warm_start"}
+
+
 def _f(v: Any, fmt: str = "{:.1f}") -> str:
     return fmt.format(v) if isinstance(v, (int, float)) else "–"
 
@@ -122,7 +126,7 @@ def table6_rows(m: dict[str, Any], arch: str, energy: str = "blstm_crf_plus") ->
     if inf:
         rows["infnet"] = (inf["score"], inf.get("energy_relaxed"))
         rows["infnet discretized"] = (inf["score"], inf["energy_pred"])
-    for kind, key in (("tailored", "tailored"), ("warm start", "warm_start")):
+    for kind, key in TUNED_ROWS.items():
         for n, r in m.get(f"{energy}.{key}", {}).items():
             rows[f"{kind} {n}"] = (r["score"], r["energy_pred"])
     return rows
@@ -168,11 +172,11 @@ def figure2(results: dict[str, dict[str, Any]], arch: dict[str, str], energy: st
         inf = m.get(f"{energy}.{a}.infnet")
         if inf:
             ax.plot([inf["decode_seconds"]], [inf["score"]], "s", label=f"infnet+ ({a})")
-        for kind, marker in (("tailored", "^-"), ("warm_start", "v-")):
-            rows = m.get(f"{energy}.{kind}", {})
+        for (kind, key), marker in zip(TUNED_ROWS.items(), ("^-", "v-")):
+            rows = m.get(f"{energy}.{key}", {})
             if rows:
                 ax.plot([r["decode_seconds"] for r in rows.values()], [r["score"] for r in rows.values()], marker,
-                        label=kind.replace("_", " "))
+                        label=kind)
         ax.set_xscale("log")
         ax.set_xlabel("total inference time on test (s, log)")
         ax.set_ylabel("F1" if m.get("metric") == "span_f1" else "accuracy")
@@ -195,7 +199,22 @@ def spearman_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(results: dict[str, dict[str, Any]], arch: dict[str, str]) -> tuple[str, Figure]:
+def methods_table(results: dict[str, dict[str, Any]], methods: Any, energies: tuple[str, ...]) -> str:
+    """The methods of ``approx.methods`` (one config each; no counterpart in the paper) beside
+    Viterbi: score, mean energy of the outputs, mean search error E(y) - E(y_viterbi)."""
+    lines = ["| task | energy | method | score | mean energy | search error |", "|---|---|---|---|---|---|"]
+    for t, m in results.items():
+        for e in energies:
+            for meth in ("viterbi", *methods):
+                r = m.get(f"{e}.{meth}")
+                if r:
+                    lines.append(f"| {t} | {e} | {meth} | {_f(r.get('score'))} | {_f(r.get('energy_pred'), '{:.2f}')} | "
+                                 f"{_f(r.get('search_error', 0.0 if meth == 'viterbi' else None), '{:.3f}')} |")
+    return "\n".join(lines) + "\n"
+
+
+def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: Any = (),
+           energies: tuple[str, ...] = ("blstm_crf", "blstm_crf_plus")) -> tuple[str, Figure]:
     md = ["# Approximate inference benchmark (Tu & Gimpel 2019): ours beside the paper", "",
           __doc__.split("\n\n", 1)[1].strip(), "",
           "## Table 1 — test results, BLSTM-CRF energy", "", table1(results),
@@ -204,5 +223,7 @@ def report(results: dict[str, dict[str, Any]], arch: dict[str, str]) -> tuple[st
           "## Table 6 — approximate inference on the BLSTM-CRF+ energy (score, mean energy)", "", table6(results, arch),
           "## Section 6.2 — Spearman's rho of search error with LM perplexity (BLSTM-CRF energy)", "",
           spearman_table(results),
+          *(["## Further inference methods (`approx.methods`), against exact Viterbi", "",
+             methods_table(results, methods, energies)] if methods else []),
           "## Figure 2 — accuracy against total inference time", "", "![figure 2](figure2.png)", ""]
     return "\n".join(md), figure2(results, arch)

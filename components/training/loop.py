@@ -62,6 +62,7 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
 
     train_batches(epoch) yields the epoch's batches (the caller seeds the shuffle by epoch).
     Only parameters with ``requires_grad`` are optimised (freeze a part to train the rest).
+    A ``loss_fn`` with an ``epoch`` attribute is told the (1-based) epoch before its batches.
     ``before_eval(epoch)`` runs after an epoch's updates and before the dev evaluation (online
     scaling re-selects its alpha there); what it returns joins the epoch's record. Stopping:
     ``patience`` epochs in a row without a dev gain above ``min_delta``; with ``lr_patience`` the
@@ -81,6 +82,8 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         sched.load_state_dict(state.sched_state)
     while state.epoch < cfg.epochs and state.bad_epochs < cfg.patience:
         epoch = state.epoch + 1
+        if hasattr(loss_fn, "epoch"):
+            loss_fn.epoch = epoch          # schedules inside the loss (e.g. lambda annealing) follow the epoch
         model.train()
         t0 = time.perf_counter()
         total, count = 0.0, 0

@@ -3,65 +3,48 @@ r"""Scaling of unary vs pairwise potentials (Shevchenko & Osokin, "Scaling matte
 A structured model scores outputs with unary potentials U and pairwise potentials W. Joint training
 can fail when their relative scale is wrong; the methods here rescale them. Each works on any
 potentials object with ``unary_norm() -> [B]``, ``pairwise_norm() -> [B]`` (mean absolute values,
-S&O's ||U|| and ||W||) and ``rescale(u, w)`` (U times u, W times w): ``ChainPotentials`` and the
-Gaussian CRF's ``GCRFPotentials``.
+S&O's ||U|| and ||W||) and ``rescale(u, w)`` (U times u, W times w; scalars or [B]):
+``ChainPotentials`` and the Gaussian CRF's ``GCRFPotentials``.
 
-Methods (``ScalingConfig.method``):
+``SCALINGS`` is the registry of methods; each entry has its own frozen config (only what it uses)
+and ``make(cfg)`` returns a :class:`ScalingMethod`. With alpha the model's current scale:
 
 - ``none``:        (U, W) — plain joint training.
 - ``fixed``:       (alpha U, W) with a fixed alpha (S&O Fig. 1a).
 - ``online``:      (alpha U, W) where, after every epoch, alpha is re-chosen from the grid
-                   {2^t : t = lo..hi} as the minimiser of the training loss on a subset D of the
+                   {base^t : t = lo..hi} as the minimiser of the training loss on a subset D of the
                    training set, L_alpha(D) = mean_{(X,Y) in D} L(Y, alpha U(X), W(X))  (eqs 18-19,
                    Algorithm 1); the selected alpha is also used at inference.
-- ``offline``:     (alpha U / ||U||, W / ||W||) per example (eq. 20), a fixed alpha.
+- ``offline``:     (alpha U / ||U||, W / ||W||) per example (eq. 20), a fixed alpha; invariant to
+                   U -> cU and W -> cW (c > 0, per example).
 - ``offline_reg``: (U, W) unchanged, plus lambda (||U|| / ||W|| - alpha)^2 added to the loss (eq. 21).
 - ``temperature``: (alpha U, alpha W), both potentials scaled (the baseline of App. A.2).
 
 ``ScaledModel`` wraps an energy (anything with ``potentials(batch)``) with a method; alpha is a
 buffer, so it travels with the model's state dict (the best-on-dev checkpoint keeps the alpha
-that produced it). Online selection costs one forward pass over D plus |grid| loss evaluations
-on the cached potentials.
+that produced it). Every transform is O(size of the potentials); online selection costs one
+forward pass over D plus |grid| loss evaluations on the cached potentials.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import torch
 from torch import nn
 
-METHODS = ("none", "fixed", "online", "offline", "offline_reg", "temperature")
+from components.registry import NoConfig, Registry
+
+SCALINGS = Registry("scaling method")
 
 
-@dataclass(frozen=True)
-class ScalingConfig:
-    method: Literal["none", "fixed", "online", "offline", "offline_reg", "temperature"] = "none"
-    alpha: float = 1.0            # fixed / offline / offline_reg target / temperature; online: initial
-    reg_lambda: float = 1.0       # offline_reg weight
-    grid_base: float = 2.0        # online grid: {base^t : t = grid_lo..grid_hi}
-    grid_lo: int = -8
-    grid_hi: int = 8
-    subset_fraction: float = 0.3333   # online: size of D as a fraction of the training set ...
-    subset_max: int = 2000            # ... capped (the paper used ~a third: 2000 OCR words)
-    eps: float = 1e-8
+class ScalingMethod(Protocol):
+    selects_alpha: bool        # online: alpha is re-chosen on the subset D after every epoch
+    initial_alpha: float       # the starting value of ScaledModel.alpha
 
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"scaling.method {self.method!r}: expected one of {METHODS}")
-        if not self.alpha > 0:
-            raise ValueError(f"scaling.alpha must be > 0, got {self.alpha}")
-        if self.grid_lo > self.grid_hi:
-            raise ValueError(f"scaling grid: grid_lo {self.grid_lo} > grid_hi {self.grid_hi}")
-        if not 0 < self.subset_fraction <= 1:
-            raise ValueError(f"scaling.subset_fraction must be in (0, 1], got {self.subset_fraction}")
-
-    def grid(self) -> list[float]:
-        return [float(self.grid_base) ** t for t in range(self.grid_lo, self.grid_hi + 1)]
-
-    def subset_size(self, n_train: int) -> int:
-        return max(1, min(self.subset_max, int(round(self.subset_fraction * n_train))))
+    def transform(self, p: Any, alpha: float) -> Any: ...      # the potentials loss and inference see
+    def regulariser(self, raw: Any) -> torch.Tensor: ...       # [B] added to the loss (raw potentials)
 
 
 def ratio(p: Any, eps: float = 1e-12) -> torch.Tensor:
@@ -79,19 +62,131 @@ def ratio_regulariser(p: Any, alpha: float, lam: float, eps: float = 1e-8) -> to
     return lam * (p.unary_norm() / (p.pairwise_norm() + eps) - alpha) ** 2
 
 
-def transform(p: Any, method: str, alpha: float, eps: float = 1e-8) -> Any:
-    """The potentials that the loss and inference see under ``method`` (see the module doc)."""
-    if method in ("none", "offline_reg"):
+def _positive_alpha(cfg: Any, name: str) -> None:
+    if not cfg.alpha > 0:
+        raise ValueError(f"scaling {name}: alpha must be > 0, got {cfg.alpha}")
+
+
+# -- configs: each holds only what its method uses ---------------------------------------------
+@dataclass(frozen=True)
+class FixedConfig:
+    alpha: float = 1.0                # the unary scale
+
+    def __post_init__(self):
+        _positive_alpha(self, "fixed")
+
+
+@dataclass(frozen=True)
+class OnlineConfig:
+    alpha: float = 1.0                # the initial alpha (before the first selection)
+    grid_base: float = 2.0            # grid: {base^t : t = grid_lo..grid_hi}
+    grid_lo: int = -8
+    grid_hi: int = 8
+    subset_fraction: float = 0.3333   # size of D as a fraction of the training set ...
+    subset_max: int = 2000            # ... capped (the paper used ~a third: 2000 OCR words)
+
+    def __post_init__(self):
+        _positive_alpha(self, "online")
+        if self.grid_lo > self.grid_hi:
+            raise ValueError(f"scaling online grid: grid_lo {self.grid_lo} > grid_hi {self.grid_hi}")
+        if not 0 < self.subset_fraction <= 1:
+            raise ValueError(f"scaling online: subset_fraction must be in (0, 1], got {self.subset_fraction}")
+
+    def grid(self) -> list[float]:
+        return [float(self.grid_base) ** t for t in range(self.grid_lo, self.grid_hi + 1)]
+
+    def subset_size(self, n_train: int) -> int:
+        return max(1, min(self.subset_max, int(round(self.subset_fraction * n_train))))
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    alpha: float = 8.0                # ||U|| after normalisation (eq. 20; tuned on validation in S&O)
+    eps: float = 1e-8                 # added to the norms
+
+    def __post_init__(self):
+        _positive_alpha(self, "offline")
+
+
+@dataclass(frozen=True)
+class OfflineRegConfig:
+    alpha: float = 8.0                # the target ratio of eq. 21
+    reg_lambda: float = 0.01          # lambda of eq. 21
+    eps: float = 1e-8                 # added to ||W||
+
+    def __post_init__(self):
+        _positive_alpha(self, "offline_reg")
+
+
+@dataclass(frozen=True)
+class TemperatureConfig:
+    alpha: float = 2.0                # in front of both U and W (App. A.2)
+
+    def __post_init__(self):
+        _positive_alpha(self, "temperature")
+
+
+# -- methods -----------------------------------------------------------------------------------
+class _Method:
+    """The identity transform and no regulariser; subclasses declare what differs."""
+    selects_alpha = False
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    @property
+    def initial_alpha(self) -> float:
+        return float(getattr(self.cfg, "alpha", 1.0))
+
+    def transform(self, p: Any, alpha: float) -> Any:
         return p
-    if method in ("fixed", "online"):
+
+    def regulariser(self, raw: Any) -> torch.Tensor:
+        n = raw.unary_norm()
+        return n.new_zeros(n.shape)
+
+
+class UnaryScale(_Method):
+    """(alpha U, W)."""
+
+    def transform(self, p, alpha):
         return p.rescale(alpha, 1.0)
-    if method == "offline":
-        return offline_normalise(p, alpha, eps)
-    if method == "temperature":
+
+
+class OnlineScale(UnaryScale):
+    """(alpha U, W), alpha re-selected on D (see :meth:`ScaledModel.select_online_alpha`)."""
+    selects_alpha = True
+
+    def grid(self) -> list[float]:
+        return self.cfg.grid()
+
+
+class OfflineNormalise(_Method):
+    def transform(self, p, alpha):
+        return offline_normalise(p, alpha, self.cfg.eps)
+
+
+class RatioRegularised(_Method):
+    def regulariser(self, raw):
+        return ratio_regulariser(raw, self.cfg.alpha, self.cfg.reg_lambda, self.cfg.eps)
+
+
+class Temperature(_Method):
+    """(alpha U, alpha W)."""
+
+    def transform(self, p, alpha):
         return p.rescale(alpha, alpha)
-    raise ValueError(f"scaling method {method!r}: expected one of {METHODS}")
 
 
+SCALINGS.register("none", NoConfig, _Method, doc="(U, W): plain joint training")
+SCALINGS.register("fixed", FixedConfig, UnaryScale, doc="(alpha U, W), alpha fixed (Fig. 1a)")
+SCALINGS.register("online", OnlineConfig, OnlineScale, doc="(alpha U, W), alpha = argmin of L_alpha(D) each epoch (eqs 18-19)")
+SCALINGS.register("offline", OfflineConfig, OfflineNormalise, doc="(alpha U/||U||, W/||W||) per example (eq. 20)")
+SCALINGS.register("offline_reg", OfflineRegConfig, RatioRegularised, doc="+ lambda (||U||/||W|| - alpha)^2 (eq. 21)")
+SCALINGS.register("temperature", TemperatureConfig, Temperature, doc="(alpha U, alpha W) (App. A.2)")
+
+
+# -- online selection --------------------------------------------------------------------------
 @torch.no_grad()
 def subset_losses(potentials: Sequence[Any], targets: Sequence[Any], loss: Callable[[Any, Any], torch.Tensor],
                   grid: Sequence[float]) -> list[float]:
@@ -117,36 +212,40 @@ def select_alpha(losses: Sequence[float], grid: Sequence[float]) -> float:
 
 
 class ScaledModel(nn.Module):
-    """``energy`` (with ``potentials(batch)``) under a scaling method; ``alpha`` is a buffer."""
+    """``energy`` (with ``potentials(batch)``) under the scaling method ``method`` of ``SCALINGS``,
+    configured by ``cfg`` (a mapping, the entry's config, or None for its defaults); ``alpha`` is a
+    buffer. ``method_name``, ``cfg`` (resolved) and ``method`` (the built object) are attributes."""
 
-    def __init__(self, energy: nn.Module, cfg: ScalingConfig):
+    def __init__(self, energy: nn.Module, method: str = "none", cfg: Any = None):
         super().__init__()
         self.energy = energy
-        self.cfg = cfg
-        self.register_buffer("alpha", torch.tensor(float(cfg.alpha)))
+        SCALINGS.check(method, "ScaledModel")
+        self.method_name = method
+        self.cfg = SCALINGS.config(method, cfg, where=f"scaling method {method!r}")
+        self.method: ScalingMethod = SCALINGS[method].make(self.cfg)
+        self.register_buffer("alpha", torch.tensor(float(self.method.initial_alpha)))
 
     def raw_potentials(self, batch: Any) -> Any:
         return self.energy.potentials(batch)
 
     def potentials(self, batch: Any, raw: Any | None = None) -> Any:
-        return transform(raw if raw is not None else self.raw_potentials(batch), self.cfg.method,
-                         float(self.alpha), self.cfg.eps)
+        return self.method.transform(raw if raw is not None else self.raw_potentials(batch), float(self.alpha))
 
     def regulariser(self, raw: Any) -> torch.Tensor:
         """[B] the loss term the method adds (zero except for ``offline_reg``)."""
-        if self.cfg.method != "offline_reg":
-            return raw.unary_norm().new_zeros(raw.unary_norm().shape)
-        return ratio_regulariser(raw, self.cfg.alpha, self.cfg.reg_lambda, self.cfg.eps)
+        return self.method.regulariser(raw)
 
     @torch.no_grad()
     def select_online_alpha(self, batches: Iterable[Any], targets_of: Callable[[Any], Any],
                             loss: Callable[[Any, Any], torch.Tensor]) -> tuple[float, list[float]]:
         """Algorithm 1, lines 10-12: set alpha to the grid minimiser of L_alpha(D); D = ``batches``."""
+        if not self.method.selects_alpha:
+            raise ValueError(f"select_online_alpha: scaling method {self.method_name!r} does not select alpha")
         was = self.training
         self.eval()
         cached = [(self.raw_potentials(b), targets_of(b)) for b in batches]
         self.train(was)
-        grid = self.cfg.grid()
+        grid = self.method.grid()
         losses = subset_losses([c[0] for c in cached], [c[1] for c in cached], loss, grid)
         alpha = select_alpha(losses, grid)
         self.alpha.fill_(alpha)

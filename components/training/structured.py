@@ -8,8 +8,8 @@ Procedures (``train_procedure``):
   the unary network frozen; (3) everything jointly (fine-tuning) — three optimisation runs, each
   with its own learning rate and stopping rule.
 - ``joint``: one run of the objective over all parameters from the start, under the model's
-  scaling method (``components.training.scaling``): plain (``none``), fixed alpha, online,
-  offline, offline with the regulariser, or temperature.
+  scaling method (``components.training.scaling.SCALINGS``): plain (``none``), fixed alpha,
+  online, offline, offline with the regulariser, or temperature.
 
 Every phase is Adam with ``ReduceLROnPlateau`` (cut by 10 after ``lr_patience`` epochs whose dev
 score moves less than ``min_delta``) and stops after ``patience`` such epochs or ``epochs`` in all
@@ -19,8 +19,9 @@ phase, dev score, learning rate, alpha and the unary/pairwise ratio ||U|| / ||W|
 potentials the model uses, averaged over a fixed training subset (S&O Fig. 1b/1c).
 
 A :class:`StructuredTask` says how a model family is trained and scored: the objective, the unary
-classifier loss, prediction, and the per-example metric; ``ChainTask`` serves the chain CRFs
-(objectives from ``OBJECTIVES`` with the paper's prediction rules).
+classifier loss, prediction, and the per-example metric; ``ChainTask`` serves the chain CRFs and
+``GridTask`` the Gaussian CRF, each with an objective built from ``OBJECTIVES`` (its loss and the
+paper's prediction rule).
 """
 from __future__ import annotations
 
@@ -31,12 +32,13 @@ from typing import Any, Callable, Iterable, Literal, Protocol
 import torch
 import torch.nn.functional as F
 
-from components.training import OBJECTIVES
+from components.config import ConfigError
+from components.training import OBJECTIVES, objectives_for
 from components.training.loop import FitState, TrainConfig, fit
-from components.training.objectives import predict as chain_predict
 from components.training.scaling import ScaledModel
 
 PROCEDURES = ("unary", "stage", "joint")
+PHASES = ("unary", "pairwise", "joint")        # the optimisation runs a procedure is made of
 
 
 class StructuredTask(Protocol):
@@ -52,18 +54,23 @@ class StructuredTask(Protocol):
 @dataclass(frozen=True)
 class ChainTask:
     """Chain CRFs. ``metric``: ``per_example`` = accuracy averaged over sequences (the OCR metric,
-    S&O Sec. 6.1); ``pooled`` = token accuracy over the corpus. The CE objectives are averaged
-    over positions (eq. 5); LL and SSVM are per sequence (eqs 4, 7)."""
+    S&O Sec. 6.1); ``pooled`` = token accuracy over the corpus. Objectives marked ``per_position``
+    (the CE objectives) are averaged over positions (eq. 5); LL and SSVM are per sequence (eqs 4, 7).
+    ``objective_cfg``: the objective's config (None: its defaults)."""
     objective: str = "marginal_ce"
     metric: Literal["per_example", "pooled"] = "per_example"
+    objective_cfg: Any = None
+    _objective: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective {self.objective!r}: expected one of {sorted(OBJECTIVES)}")
+        chain = objectives_for("chain")
+        if self.objective not in chain:
+            raise ConfigError(f"ChainTask: objective {self.objective!r} is not a chain objective; expected one of {list(chain)}")
+        object.__setattr__(self, "_objective", OBJECTIVES.build(self.objective, self.objective_cfg))
 
     def loss(self, p, batch):
-        out = OBJECTIVES[self.objective](p, batch.tags)
-        if self.objective.endswith("_ce"):
+        out = self._objective.loss(p, batch.tags)
+        if self._objective.per_position:
             out = out / p.mask.sum(1).clamp_min(1).to(out.dtype)
         return out
 
@@ -72,7 +79,7 @@ class ChainTask:
         return ce.sum(1) / p.mask.sum(1).clamp_min(1)
 
     def predict(self, p):
-        return chain_predict(self.objective, p)
+        return self._objective.predict(p)
 
     def unary_predict(self, p):
         return p.unary.argmax(-1) * p.mask
@@ -84,22 +91,31 @@ class ChainTask:
 
 @dataclass
 class GridTask:
-    """Dense labelling with the Gaussian CRF (``components.energies.gcrf.GaussianCRF``): the loss
-    is the per-pixel CE of softmax(s*) (S&O eq. 14); prediction argmax of s* (eq. 13).
-    ``ignore_label`` is left out of the metric (the snakes background: scoring only the snake
-    cells keeps the all-background answer from looking good)."""
+    """Dense labelling with the Gaussian CRF (``components.energies.gcrf.GaussianCRF``) and a grid
+    objective of ``OBJECTIVES`` (``gcrf_ce``: the per-pixel CE of softmax(s*), S&O eq. 14, already
+    averaged over pixels; prediction argmax of s*, eq. 13). ``ignore_label`` is left out of the
+    metric (the snakes background: scoring only the snake cells keeps the all-background answer
+    from looking good)."""
     energy: Any
     ignore_label: int | None = 0
     metric: str = "per_example"
+    objective: str = "gcrf_ce"
+    objective_cfg: Any = None
+
+    def __post_init__(self):
+        grid = objectives_for("grid")
+        if self.objective not in grid:
+            raise ConfigError(f"GridTask: objective {self.objective!r} is not a grid objective; expected one of {list(grid)}")
+        self._objective = OBJECTIVES.build(self.objective, self.objective_cfg, energy=self.energy)
 
     def loss(self, p, batch):
-        return self.energy.loss(p, batch.y)
+        return self._objective.loss(p, batch.y)
 
     def unary_loss(self, p, batch):
         return self.energy.unary_loss(p, batch.y)
 
     def predict(self, p):
-        return self.energy.predict(p)
+        return self._objective.predict(p)
 
     def unary_predict(self, p):
         return p.unary.argmax(1)
@@ -190,8 +206,8 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
     """
     if procedure not in PROCEDURES:
         raise ValueError(f"procedure {procedure!r}: expected one of {PROCEDURES}")
-    if procedure != "joint" and model.cfg.method != "none":
-        raise ValueError(f"procedure {procedure!r} trains with scaling method 'none', got {model.cfg.method!r}")
+    if procedure != "joint" and model.method_name != "none":
+        raise ValueError(f"procedure {procedure!r} trains with scaling method 'none', got {model.method_name!r}")
     result = ProcedureResult()
     t0 = time.perf_counter()
     phases = {"unary": [("unary", cfg.unary)],
@@ -209,9 +225,9 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
 
         def before_eval(epoch, phase=phase):
             extra: dict[str, float] = {}
-            if phase == "joint" and model.cfg.method == "online":
+            if phase == "joint" and model.method.selects_alpha:
                 alpha, losses = model.select_online_alpha(subset_batches(), lambda b: b, task.loss)
-                i = model.cfg.grid().index(alpha)
+                i = model.method.grid().index(alpha)
                 extra["subset_loss"] = losses[i]
                 # the loss one grid step either side: how sharply the subset prefers this alpha
                 extra["subset_loss_down"] = losses[i - 1] if i > 0 else float("nan")

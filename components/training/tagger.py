@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from components.data.batching import TaggingBatch, TaggingDataset
 from components.data.vocab import Vocab
+from components.inference.evaluate import decode_dataset
 from components.metrics.tagging import tagging_scores
 
 
@@ -25,14 +26,8 @@ def predict_tags(model: torch.nn.Module, ds: TaggingDataset, labels: Vocab, *, b
                  device: str | torch.device = "cpu") -> list[list[str]]:
     """Per-position argmax labels for every sentence of ``ds``, in dataset order."""
     model.eval()
-    out: list[list[str] | None] = [None] * len(ds)
-    for batch in ds.batches(batch_size):
-        batch = batch.to(device)
-        pred = model(batch.words, batch.mask, batch.chars).argmax(-1).cpu()
-        for b, i in enumerate(batch.index.tolist()):
-            n = int(batch.lengths[b])
-            out[i] = [labels.tokens[j] for j in pred[b, :n].tolist()]
-    return out  # type: ignore[return-value]
+    return decode_dataset(ds, lambda b: model(b.words, b.mask, b.chars).argmax(-1), labels,
+                          batch_size=batch_size, device=device)
 
 
 def evaluate_tagger(model: torch.nn.Module, ds: TaggingDataset, labels: Vocab, metric: str, *,

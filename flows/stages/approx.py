@@ -1,14 +1,16 @@
 """``approx`` stage: the approximate-inference benchmark of Tu & Gimpel (2019) on every task.
 
-Per task, against the frozen chain energies of ``train_energy`` and the networks of ``infnets``:
+Per task, against the frozen chain energies of ``train_energy`` and the networks of ``infnets``
+(everything computed by ``components``; this module loads, schedules, logs and writes):
 
 - exact Viterbi (the yardstick: energies, search error, accuracy / span F1);
 - gradient descent with per-instance oracle tuning over the paper's grid (9 learning rates x N up
   to 1000), sharded over Ray tasks (``flows/parallel.py``), each shard vectorised; per-N rows and
-  the full oracle (Table 6); the shards' per-instance results are one Parquet artifact;
+  the full oracle (Table 6); the per-instance grid is one Parquet artifact in MLflow;
+- the methods of ``approx.methods`` (``INFERENCE`` names with one config each) under both energies;
 - inference networks and local baselines (Tables 1 and 4), discretised outputs (Table 6);
-- instance-tailored inference networks and inference-network warm starts for GD, with the learning
-  rate tuned on dev for each N and applied to all test instances (Table 6);
+- the methods of ``approx.tuned`` (instance-tailored networks, GD warm-started by the network),
+  one configuration per row tuned on dev and applied to every test instance (Table 6);
 - speed at batch size 10 and at the fastest batch size (Table 3);
 - Spearman correlation of search error with the perplexity of the word sequence and of the gold
   label sequence under two LSTM language models trained on the task (Sec. 6.2).
@@ -17,284 +19,171 @@ Everything lands in ``metrics/approx.json`` (read by the ``report`` stage) and i
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
-from components.config import BaseConfig, load_section, resolve_device
-from components.data.tasks import TaggingTask, load_tagging_task
+from components import checkpoints
+from components.config import load_section, resolve_device
+from components.data.tasks import load_tagging_task
+from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference
-from components.inference.exact import Viterbi
-from components.inference.gradient_descent import GDConfig, GradientDescent
-from components.inference.inference_net import InferenceNetwork, TailoredInferenceNetwork, TailorConfig, warm_start_logits
 from components.inference.oracle import oracle_select
-from components.inference.study import gd_grid, speed
+from components.inference.study import ApproxStudyConfig, gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
 from components.metrics.correlation import spearman
-from components.models.infnets import build_infnet
-from components.models.lm import LMConfig, LSTMLM
-from components.training.loop import TrainConfig, fit
-from flows.energy_io import load_energy
-from flows.parallel import ResourcesConfig, shards, sharded_map
+from components.models.lm import perplexities
+from components.training.infnet import variant_name
+from components.training.lm import train_lm
+from flows.parallel import shards, sharded_map
 from flows.stages.common import StageContext, main, numeric
-from flows.stages.infnets import InfNetStageConfig, NetUnderEnergy, net_config
-
-
-@dataclass(frozen=True)
-class GDGridConfig(GDConfig):
-    """The paper's GD grid (:class:`GDConfig`) plus a per-task cap on N for large label sets."""
-    max_iterations: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ApproxConfig:
-    tasks: tuple[str, ...] = ("pos", "ner", "greek_morph")
-    energy: str = "blstm_crf_plus"            # Tables 4 and 6
-    table1_energy: str = "blstm_crf"          # Tables 1 and 3
-    arch: dict[str, str] = field(default_factory=lambda: {"pos": "cnn", "ner": "seq2seq", "greek_morph": "blstm"})
-    max_test_sentences: dict[str, int] = field(default_factory=dict)   # 0 / absent = the whole test set
-    max_dev_sentences: int = 100
-    batch_size: int = 32
-    gd: GDGridConfig = GDGridConfig(init_std=0.01)      # near-uniform start (see the README)
-    shard_size: int = 50
-    resources: ResourcesConfig = ResourcesConfig()
-    tailor_steps: tuple[int, ...] = (3, 5, 10)
-    tailor_lrs: tuple[float, ...] = (0.1, 0.01, 0.001)
-    warm_start_steps: tuple[int, ...] = (3, 5, 10)
-    warm_start_lrs: tuple[float, ...] = (1.0, 5.0, 10.0, 50.0)
-    speed_batch_sizes: tuple[int, ...] = (10, 32, 100)
-    speed_gd_iterations: int = 20
-    lm: LMConfig = LMConfig()
-    lm_epochs: int = 5
-    energy_dir: str = "models/energy"
-    infnet_dir: str = "models/infnet"
-
-
-def _subset(task: TaggingTask, split: str, n: int, seed: int):
-    from components.data.batching import TaggingDataset
-    ds = getattr(task, split)
-    if 0 < n < len(ds):
-        keep = np.sort(np.random.default_rng(seed).choice(len(ds), n, replace=False))
-        return TaggingDataset([ds.sentences[i] for i in keep], task.vocabs)
-    return ds
-
-
-def _load_net(root: Path, cfg: ApproxConfig, icfg: InfNetStageConfig, task: TaggingTask, energy_name: str,
-              arch: str, mode: str, energy) -> torch.nn.Module:
-    folder = root / cfg.infnet_dir / task.name / f"{energy_name}.{arch}.{mode}"
-    weights = folder / "model.pt"
-    if not weights.exists():
-        raise FileNotFoundError(f"{weights}: no trained network (run `dvc repro infnets` with {task.name!r}, "
-                                f"{energy_name!r}, {arch!r} and {mode!r} in its params)")
-    meta = json.loads((folder / "model.json").read_text())
-    for key, value in meta.get("config", {}).items():         # the best trial's swept values
-        if key == "infnets.infnet.hidden":
-            icfg = dataclasses.replace(icfg, infnet=dataclasses.replace(icfg.infnet, hidden=value))
-    net = build_infnet(net_config(icfg, energy_name, arch), len(task.vocabs["word"]), len(task.vocabs["char"]),
-                       len(task.vocabs["label"]))
-    both = NetUnderEnergy(net, energy)
-    both.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-    return both.net.eval()
 
 
 def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
     """One Ray task: load the task and energy, run the GD grid on instances [start, stop)."""
     torch.set_num_threads(1)
+    cfg: ApproxStudyConfig = args["cfg"]
     root = Path(args["root"])
     task = load_tagging_task(root / args["prepared_dir"] / args["task"])
-    ds = _subset(task, "test", args["n_test"], args["seed"])
+    ds = subset(task.test, cfg.max_test_sentences.get(args["task"], 0), args["seed"])
     device = resolve_device(args["device"])
-    energy = load_energy(root / args["energy_dir"] / args["task"] / args["energy"], args["energy"], task, device)
-    cfg = GDConfig(**args["gd"])
-    return gd_grid(energy, ds, range(args["start"], args["stop"]), task.vocabs["label"].tokens, task.metric, cfg,
-                   batch_size=args["batch_size"], seed=args["seed"], device=device)
+    energy = checkpoints.load(root / cfg.energy_dir / args["task"] / args["energy"], device, expect="energy")
+    return gd_grid(energy, ds, range(args["start"], args["stop"]), task.vocabs["label"].tokens, task.metric,
+                   cfg.gd.for_task(args["task"]), batch_size=cfg.batch_size, seed=args["seed"], device=device)
 
 
-def _gd_config(cfg: ApproxConfig, task: str) -> dict[str, Any]:
-    cap = cfg.gd.max_iterations.get(task, 0)
-    checkpoints = tuple(n for n in cfg.gd.checkpoints if cap <= 0 or n <= cap)
-    return {"lrs": tuple(float(x) for x in cfg.gd.lrs), "checkpoints": checkpoints, "momentum": cfg.gd.momentum,
-            "init_std": cfg.gd.init_std, "restarts": cfg.gd.restarts}
+def _validate(cfg: ApproxStudyConfig) -> None:
+    """Every method name is registered and every config reads strictly, before any work."""
+    for name, c in {**cfg.methods, **cfg.speed_methods}.items():
+        INFERENCE.config(name, c, where=f"approx.methods.{name}")
+    for name, t in cfg.tuned.items():
+        if INFERENCE[name].meta.get("inputs") != ("net",):
+            raise ValueError(f"approx.tuned.{name}: a tuned method takes the task's inference network "
+                             f"(input 'net'); {name!r} takes {INFERENCE[name].meta.get('inputs')}")
+        INFERENCE.config(name, {**t.config, t.rows_key: t.rows[0], t.tune_key: t.values[0]},
+                         where=f"approx.tuned.{name}")
 
 
-def _train_lm(seqs: list[list[int]], vocab: int, cfg: ApproxConfig, seed: int) -> LSTMLM:
-    torch.manual_seed(seed)
-    lm = LSTMLM(vocab, cfg.lm)
-    order = np.argsort([len(s) for s in seqs], kind="stable")
-    batches = [order[i:i + 32] for i in range(0, len(order), 32)]
-
-    def collate(idx):
-        n = max(len(seqs[i]) for i in idx)
-        ids = torch.zeros(len(idx), n, dtype=torch.long)
-        for b, i in enumerate(idx):
-            ids[b, :len(seqs[i])] = torch.tensor(seqs[i])
-        return ids, torch.arange(n)[None] < torch.tensor([len(seqs[i]) for i in idx])[:, None]
-
-    data = [collate(b) for b in batches]
-    rng = np.random.default_rng(seed)
-    fit(lm, lambda m, b: m.loss(*b), lambda e: [data[i] for i in rng.permutation(len(data))], len(data),
-        lambda m: {"score": -float(sum(m.loss(*b) for b in data[:5]))},
-        TrainConfig(lr=0.01, epochs=cfg.lm_epochs, patience=cfg.lm_epochs))
-    return lm.eval()
-
-
-def _perplexities(lm: LSTMLM, seqs: list[list[int]]) -> np.ndarray:
-    out = []
-    for s in seqs:
-        ids = torch.tensor([s])
-        out.append(float(lm.perplexity(ids, torch.ones_like(ids, dtype=torch.bool))))
-    return np.array(out)
-
-
-def _tune_on_dev(make, steps: tuple[int, ...], lrs: tuple[float, ...], energy, dev, test, labels, metric, bs, device):
-    """For each N: the lr with the best dev score, then that (N, lr) on test (same for all instances)."""
-    rows = {}
-    for n in steps:
-        best = max(lrs, key=lambda lr: evaluate_inference(energy, make(n, lr), dev, labels, metric, batch_size=bs,
-                                                          device=device)["score"])
-        m = evaluate_inference(energy, make(n, best), test, labels, metric, batch_size=bs, device=device)
-        rows[str(n)] = {**m, "lr": best}
-    return rows
-
-
-def study_task(task_name: str, cfg: ApproxConfig, icfg: InfNetStageConfig, base: BaseConfig, ctx: StageContext) -> dict[str, Any]:
-    root, device, seed = ctx.root, resolve_device(base.device), base.seed
+def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dict[str, Any]:
+    base = ctx.base
+    device, seed = resolve_device(base.device), base.seed
     t0 = time.perf_counter()
 
     def done(what: str) -> None:
         tqdm.write(f"approx/{task_name}: {what} done at {time.perf_counter() - t0:.1f} s")
+
     task = load_tagging_task(ctx.path(base.prepared_dir) / task_name)
     labels, metric, bs = task.vocabs["label"], task.metric, cfg.batch_size
-    n_test = cfg.max_test_sentences.get(task_name, 0)
-    test = _subset(task, "test", n_test, seed)
-    dev = _subset(task, "dev", cfg.max_dev_sentences, seed)
+    test = subset(task.test, cfg.max_test_sentences.get(task_name, 0), seed)
+    dev = subset(task.dev, cfg.max_dev_sentences, seed)
     out: dict[str, Any] = {"n_test": len(test), "metric": metric, "n_labels": len(labels)}
-    energies = {name: load_energy(ctx.path(cfg.energy_dir) / task_name / name, name, task, device)
+    energies = {name: checkpoints.load(ctx.path(cfg.energy_dir) / task_name / name, device, expect="energy")
                 for name in dict.fromkeys([cfg.table1_energy, cfg.energy])}
+
+    def evaluate(name: str, method: Any, key: str) -> dict[str, Any]:
+        m, inst = evaluate_inference(energies[name], method, test, labels, metric, batch_size=bs, device=device,
+                                     instances=True)
+        if key != "viterbi":
+            m["search_error"] = float(np.mean(inst["energy"] - vit[name]))
+        out[f"{name}.{key}"] = m
+        return inst
 
     # exact inference: the yardstick, per energy
     vit: dict[str, np.ndarray] = {}
-    for name, energy in energies.items():
-        m, inst = evaluate_inference(energy, Viterbi(), test, labels, metric, batch_size=bs, device=device, instances=True)
-        out[f"{name}.viterbi"] = m
-        vit[name] = inst["energy"]
-
+    for name in energies:
+        vit[name] = evaluate(name, INFERENCE.build("viterbi"), "viterbi")["energy"]
     done("viterbi")
 
     # gradient descent with per-instance oracle tuning (both energies), sharded over Ray tasks
+    gd = cfg.gd.for_task(task_name)
+    search_errors: dict[str, list[float]] = {}
     for name in energies:
-        gd = _gd_config(cfg, task_name)
-        args = [{"root": str(root), "prepared_dir": base.prepared_dir, "task": task_name, "n_test": n_test,
-                 "seed": seed, "device": base.device, "energy_dir": cfg.energy_dir, "energy": name, "gd": gd,
-                 "start": a, "stop": b, "batch_size": bs} for a, b in shards(len(test), cfg.shard_size)]
-        parts = sharded_map(_gd_shard, args, resources=cfg.resources, desc=f"{task_name}/{name} GD oracle shards")
-        index = np.concatenate([p["index"] for p in parts])
-        order = np.argsort(index)
-        cat = {k: np.concatenate([p[k] for p in parts], axis=-1 if k != "counts" else -2) for k in ("counts", "energy", "relaxed_energy")}
-        counts = torch.as_tensor(cat["counts"])[..., order, :]
-        e = torch.as_tensor(cat["energy"])[..., order]
-        r = torch.as_tensor(cat["relaxed_energy"])[..., order]
-        sel = oracle_select(counts, e, lrs=gd["lrs"], checkpoints=gd["checkpoints"], relaxed_energy=r,
-                            viterbi_energy=torch.as_tensor(vit[name]))
+        args = [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
+                 "device": base.device, "energy": name, "cfg": cfg, "start": a, "stop": b}
+                for a, b in shards(len(test), cfg.shard_size)]
+        grid = merge_shards(sharded_map(_gd_shard, args, resources=cfg.resources,
+                                        desc=f"{task_name}/{name} GD oracle shards"))
+        sel = oracle_select(grid["counts"], grid["energy"], lrs=gd.lrs, checkpoints=gd.checkpoints,
+                            relaxed_energy=grid["relaxed_energy"], viterbi_energy=torch.as_tensor(vit[name]))
         out[f"{name}.gd_oracle"] = {str(row["N"]): {k: v for k, v in row.items() if k != "N"} for row in sel.rows()}
-        out[f"{name}.gd_search_error"] = sel.full.search_error.numpy().tolist()
-        C, R, K, n = e.shape
-        table = pa.table({"instance": np.tile(np.arange(n), C * R * K),
-                          "N": np.repeat(np.array(gd["checkpoints"]), R * K * n),
-                          "restart": np.tile(np.repeat(np.arange(R), K * n), C),
-                          "lr": np.tile(np.repeat(np.array(gd["lrs"]), n), C * R),
-                          "correct": counts[..., 0].reshape(-1).numpy(), "predicted": counts[..., 1].reshape(-1).numpy(),
-                          "gold": counts[..., 2].reshape(-1).numpy(), "energy": e.reshape(-1).numpy(),
-                          "relaxed_energy": r.reshape(-1).numpy()})
+        search_errors[f"{name}.gd"] = sel.full.search_error.numpy().tolist()
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / f"{task_name}_{name}_gd_grid.parquet"
-            pq.write_table(table, path, compression="zstd")
+            pq.write_table(grid_table(grid, gd), path, compression="zstd")
             ctx.tracker.log_artifact(path, "gd_grid")
-
     done("gradient descent oracle")
 
-    # inference networks and local baselines (Table 1: every arch under the BLSTM-CRF energy;
-    # Table 4/6: the task's arch under BLSTM-CRF+)
-    nets: dict[str, torch.nn.Module] = {}
-    for name, energy in energies.items():
-        archs = icfg.archs if name == cfg.table1_energy else (cfg.arch.get(task_name, "blstm"),)
-        for arch in archs:
-            for mode in icfg.modes:
-                net = _load_net(root, cfg, icfg, task, name, arch, mode, energy)
-                nets[f"{name}.{arch}.{mode}"] = net
-                m, inst = evaluate_inference(energy, InferenceNetwork(net), test, labels, metric, batch_size=bs,
-                                             device=device, instances=True)
-                m["search_error"] = float(np.mean(inst["energy"] - vit[name]))
-                out[f"{name}.{arch}.{mode}"] = m
-                if mode == "infnet":
-                    out[f"{name}.{arch}.infnet_search_error"] = (inst["energy"] - vit[name]).tolist()
+    # the methods of approx.methods, one config each, under both energies
+    for mname, mcfg in cfg.methods.items():
+        for name in energies:
+            evaluate(name, INFERENCE.build(mname, mcfg), mname)
+    done(f"methods {list(cfg.methods)}")
 
+    # inference networks and local baselines (Table 1: every arch under the BLSTM-CRF energy;
+    # Tables 4/6: the task's arch under BLSTM-CRF+)
+    nets: dict[str, torch.nn.Module] = {}
+    for name in energies:
+        archs = cfg.archs if name == cfg.table1_energy else (cfg.arch.get(task_name, "blstm"),)
+        for arch in archs:
+            for mode in cfg.modes:
+                key = variant_name(name, arch, mode)
+                nets[key] = checkpoints.load(ctx.path(cfg.infnet_dir) / task_name / key, device, expect="infnet")
+                inst = evaluate(name, INFERENCE.build("infnet", net=nets[key]), f"{arch}.{mode}")
+                if mode == "infnet":
+                    search_errors[f"{name}.{arch}.infnet"] = (inst["energy"] - vit[name]).tolist()
     done("inference networks")
 
-    # Table 6: instance tailoring and warm starts on the BLSTM-CRF+ energy, tuned on dev
-    arch = cfg.arch.get(task_name, "blstm")
-    net = nets[f"{cfg.energy}.{arch}.infnet"]
-    energy = energies[cfg.energy]
-    out[f"{cfg.energy}.tailored"] = _tune_on_dev(
-        lambda n, lr: TailoredInferenceNetwork(net, TailorConfig(n_steps=n, lr=lr, method="vmap")),
-        cfg.tailor_steps, cfg.tailor_lrs, energy, dev, test, labels, metric, bs, device)
-    out[f"{cfg.energy}.warm_start"] = _tune_on_dev(
-        lambda n, lr: GradientDescent(lr=lr, iterations=n, seed=seed, warm_start=lambda e, b, p: warm_start_logits(net, b)),
-        cfg.warm_start_steps, cfg.warm_start_lrs, energy, dev, test, labels, metric, bs, device)
-
-    done("tailoring and warm starts")
+    # Table 6: the tuned methods on the BLSTM-CRF+ energy with the task's inference network
+    net = nets[variant_name(cfg.energy, cfg.arch.get(task_name, "blstm"), "infnet")]
+    for mname, tcfg in cfg.tuned.items():
+        out[f"{cfg.energy}.{mname}"] = tune_on_dev(lambda c, m=mname: INFERENCE.build(m, c, net=net), tcfg,
+                                                   energies[cfg.energy], dev, test, labels, metric, batch_size=bs,
+                                                   device=device)
+    done(f"tuned {list(cfg.tuned)}")
 
     # Table 3: speed (examples/s) under the BLSTM-CRF energy, at batch size 10 and the fastest size
-    e1 = energies[cfg.table1_energy]
-    methods = {"viterbi": Viterbi(), "gd": GradientDescent(lr=100.0, iterations=cfg.speed_gd_iterations, seed=seed)}
-    methods.update({a: InferenceNetwork(nets[f"{cfg.table1_energy}.{a}.infnet"]) for a in icfg.archs})
+    methods = {m: INFERENCE.build(m, c) for m, c in cfg.speed_methods.items()}
+    methods.update({a: INFERENCE.build("infnet", net=nets[variant_name(cfg.table1_energy, a, "infnet")])
+                    for a in cfg.archs})
     sp = {}
     for mname, method in methods.items():
-        per_bs = {b: speed(e1, method, test, b, device=device) for b in cfg.speed_batch_sizes}
+        per_bs = {b: speed(energies[cfg.table1_energy], method, test, b, device=device) for b in cfg.speed_batch_sizes}
         sp[mname] = {"bs10": per_bs.get(10, float("nan")), "fastest": max(per_bs.values()),
                      "fastest_bs": float(max(per_bs, key=per_bs.get))}
     out["speed"] = sp
-
     done("speed")
 
     # Sec. 6.2: Spearman of search error vs LM perplexity of the words and of the gold labels
     wv = task.vocabs["word"]
-    words = [[wv.index(w.lower(), wv.unk_id) for w in s.words] for s in task.train.sentences]
-    tags = [t for t in task.train.tags]
-    lm_w = _train_lm(words, len(wv), cfg, seed)
-    lm_t = _train_lm(tags, len(labels), cfg, seed)
-    ppl_w = _perplexities(lm_w, [[wv.index(w.lower(), wv.unk_id) for w in s.words] for s in test.sentences])
-    ppl_t = _perplexities(lm_t, test.tags)
+    ids = [[wv.index(w.lower(), wv.unk_id) for w in s.words] for s in task.train.sentences]
+    lm_w = train_lm(ids, len(wv), cfg.lm, epochs=cfg.lm_epochs, seed=seed)
+    lm_t = train_lm(task.train.tags, len(labels), cfg.lm, epochs=cfg.lm_epochs, seed=seed)
+    ppl_w = perplexities(lm_w, [[wv.index(w.lower(), wv.unk_id) for w in s.words] for s in test.sentences])
+    ppl_t = perplexities(lm_t, test.tags)
     corr = {}
-    for mname, err in {"infnet": out[f"{cfg.table1_energy}.blstm.infnet_search_error"] if "blstm" in icfg.archs else None,
-                       "gd": out[f"{cfg.table1_energy}.gd_search_error"]}.items():
-        if err is not None:
-            corr[f"{mname}.words"] = spearman(ppl_w, np.asarray(err))
-            corr[f"{mname}.labels"] = spearman(ppl_t, np.asarray(err))
+    for mname, key in (("infnet", f"{cfg.table1_energy}.blstm.infnet"), ("gd", f"{cfg.table1_energy}.gd")):
+        if key in search_errors:
+            corr[f"{mname}.words"] = spearman(ppl_w, np.asarray(search_errors[key]))
+            corr[f"{mname}.labels"] = spearman(ppl_t, np.asarray(search_errors[key]))
     out["spearman"] = corr
     done("language models and Spearman")
-    for k in [k for k in out if k.endswith("search_error") and isinstance(out[k], list)]:
-        out[k] = float(np.mean(out[k]))            # keep the means in metrics; lists went into the study
+    for key, errs in search_errors.items():
+        out[f"{key}_search_error"] = float(np.mean(errs))
     return out
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
-    cfg = load_section(ApproxConfig, "approx", params)
-    icfg = load_section(InfNetStageConfig, "infnets", params)
-    base = ctx.base
+    cfg = load_section(ApproxStudyConfig, "approx", params)
+    _validate(cfg)
     metrics = {}
     for task in tqdm(cfg.tasks, desc="approx: tasks", unit="task"):
         with ctx.tracker.start_run(f"approx/{task}", parent_run_id=ctx.run_id, tags={"task": task}):
-            metrics[task] = study_task(task, cfg, icfg, base, ctx)
+            metrics[task] = study_task(task, cfg, ctx)
             ctx.tracker.log_metrics(numeric(metrics[task]))
     return metrics
 

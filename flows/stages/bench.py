@@ -19,11 +19,11 @@ from components.io import write_text
 from components.metrics.timing import time_call
 from components.structures import linear_chain
 from components.data.tasks import load_tagging_task
+from components import checkpoints
 from components.inference.gradient_descent import GDConfig
+from components.inference.study import ApproxStudyConfig
 from components.inference.oracle_bench import compare_oracle_grid
 from components.structures.baselines import PytorchCRF, TorchStruct
-from flows.energy_io import load_energy
-from flows.stages.approx import ApproxConfig
 from flows.stages.common import StageContext, main
 
 
@@ -159,7 +159,7 @@ def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device
     the vectorised GD against the paper's naive loop (one instance, one (N, lr) at a time), same
     initial logits, same data, one run; labels must agree."""
     task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
-    energy = load_energy(ctx.path(cfg.energy_dir) / cfg.task / cfg.energy, cfg.energy, task, device)
+    energy = checkpoints.load(ctx.path(cfg.energy_dir) / cfg.task / cfg.energy, device, expect="energy")
     batch = task.test.collate(list(range(min(cfg.instances, len(task.test))))).to(device)
     with torch.no_grad():
         p = energy.potentials(batch)
@@ -172,11 +172,10 @@ def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(BenchConfig, "bench", params)
-    acfg = load_section(ApproxConfig, "approx", params)
+    acfg = load_section(ApproxStudyConfig, "approx", params)
     torch.set_num_threads(cfg.threads)
     devices = ["cpu"] + (["cuda"] if cfg.gpu and torch.cuda.is_available() else [])
-    gd = GDConfig(lrs=acfg.gd.lrs, checkpoints=acfg.gd.checkpoints, momentum=acfg.gd.momentum,
-                  restarts=acfg.gd.restarts, init_std=acfg.gd.init_std)
+    gd = acfg.gd.for_task(cfg.oracle.task)          # the grid the approx stage runs on that task
     results = {}
     for dev in devices:
         results[dev] = bench_kernels(cfg.kernels, dev, progress=lambda m: print(m, flush=True))

@@ -1,7 +1,8 @@
 """``prepare`` stage: raw corpora -> splits, vocabularies and GloVe rows as Parquet.
 
 For every tagging task in ``prepare.tasks`` (default corpora and any user corpus named there):
-read with the task's reader, split (seeded random 80/10/10, Greek NT by book, or the user's own
+read with the task's reader (``READERS`` in :mod:`components.data.readers`; the task config and
+its reader options are in :mod:`components.data.prepare`, validated for every task first), split (seeded random 80/10/10, Greek NT by book, or the user's own
 train/dev/test files), optionally convert BIO -> BIOES, build word/char/label vocabularies
 (optionally top-K labels, the rest mapped to ``*``), match GloVe 50d rows, and write
 ``data/prepared/<task>/{train,dev,test,vocab,glove}.parquet`` plus ``meta.json``.
@@ -17,120 +18,25 @@ as Parquet too, with their official splits/folds where they exist.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from components.config import load_section
 from components.data import readers, splits, store
 from components.data.glove import load_glove, match_glove
-from components.data.types import TaggedSentence
+from components.data.prepare import (PrepareConfig, TaggingTaskConfig, check_features, check_prepare_config,
+                                     read_task)
 from components.data.vocab import build_label_vocab, build_vocab, write_vocabs
 from components.io import write_json
 from flows.stages.common import StageContext, main
 
-Format = Literal["conll", "conllu", "word_tag", "ccg", "ark_twitter", "sblgnt"]
-
-
-@dataclass(frozen=True)
-class TaggingTaskConfig:
-    format: Format
-    paths: tuple[str, ...] = ()          # files to read and split (split: random | book)
-    train: str = ""                      # split: given -> the user's own files
-    dev: str = ""
-    test: str = ""
-    split: Literal["random", "book", "given"] = "random"
-    tag_field: str = ""                  # conllu: upos|xpos; sblgnt: morph|pos
-    scheme: Literal["keep", "bioes"] = "keep"
-    metric: Literal["accuracy", "span_f1"] = "accuracy"
-    top_k_labels: int = 0                # > 0: keep the K most frequent labels, map the rest to '*'
-    features: tuple[str, ...] = ()       # per-token input columns to keep (TaggedSentence.feats), e.g. [pos]
-    feature_columns: dict[str, int] = field(default_factory=dict)  # conll: name -> 0-based column, e.g. {pos: 1}
-
-
-@dataclass(frozen=True)
-class PrepareConfig:
-    tasks: dict[str, TaggingTaskConfig] = field(default_factory=dict)
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    dev_books: tuple[str, ...] = ("41",)     # Mark
-    test_books: tuple[str, ...] = ("43",)    # John
-    min_word_count: int = 1
-    glove: bool = True
-    ocr_letters: bool = True
-    snakes: bool = True
-    cmudict: bool = True
-    parallel: bool = True
-
-
-def _read_file(cfg: TaggingTaskConfig, path: Path) -> list[TaggedSentence]:
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: corpus file not found (a default corpus: run `dvc repro fetch`; "
-                                f"a user corpus: check its path in params.yaml)")
-    if cfg.format == "conll":
-        return readers.read_conll(path, scheme=cfg.scheme, feat_cols=cfg.feature_columns or None)
-    if cfg.format == "conllu":
-        return readers.read_conllu(path, tag_field=cfg.tag_field or "upos")
-    if cfg.format == "word_tag":
-        return readers.read_word_tag(path)
-    if cfg.format == "ccg":
-        return readers.read_ccg(path)
-    if cfg.format == "ark_twitter":
-        return readers.read_ark_twitter(path)
-    if cfg.format == "sblgnt":
-        return readers.read_sblgnt(path, tag_field=cfg.tag_field or "morph")
-    raise ValueError(f"unknown corpus format {cfg.format!r}")
-
-
-def _with_bioes(cfg: TaggingTaskConfig, sents: list[TaggedSentence]) -> list[TaggedSentence]:
-    if cfg.scheme != "bioes" or cfg.format == "conll":   # read_conll converts itself
-        return sents
-    return [dataclasses.replace(s, tags=tuple(readers.bio_to_bioes(s.tags))) for s in sents]
-
-
-def split_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext) -> dict[str, list[TaggedSentence]]:
-    if cfg.split == "given":
-        missing = [k for k in ("train", "dev", "test") if not getattr(cfg, k)]
-        if missing or cfg.paths:
-            raise ValueError(f"prepare.tasks.{task}: split 'given' needs train, dev and test paths "
-                             f"(missing {missing}) and no 'paths'")
-        return {k: _with_bioes(cfg, _read_file(cfg, ctx.path(getattr(cfg, k)))) for k in splits.SPLITS}
-    if not cfg.paths:
-        raise ValueError(f"prepare.tasks.{task}: split {cfg.split!r} needs 'paths'")
-    sents = [s for p in cfg.paths for s in _read_file(cfg, ctx.path(p))]
-    sents = _with_bioes(cfg, sents)
-    if cfg.split == "book":
-        return splits.book_split(sents, lambda s: s.sid, pcfg.dev_books, pcfg.test_books)
-    return splits.random_split(sents, pcfg.fractions, ctx.base.seed)
-
-
-def check_feature_config(task: str, cfg: TaggingTaskConfig) -> tuple[str, ...]:
-    """The task's feature names, checked: plain names given once; ``feature_columns`` only for conll."""
-    features = store.check_feature_names(cfg.features, f"prepare.tasks.{task}.features")
-    if cfg.feature_columns and cfg.format != "conll":
-        raise ValueError(f"prepare.tasks.{task}.feature_columns: only the conll format reads columns by "
-                         f"number; format {cfg.format!r} has its own features (ccg: pos; sblgnt: pos, lemma)")
-    store.check_feature_names(list(cfg.feature_columns), f"prepare.tasks.{task}.feature_columns")
-    return features
-
-
-def _check_features(task: str, features: tuple[str, ...], parts: dict[str, list[TaggedSentence]]) -> None:
-    for k, sents in parts.items():
-        for s in sents:
-            for f in features:
-                if f not in s.feats:
-                    raise ValueError(
-                        f"prepare.tasks.{task}: sentence {s.sid!r} ({k} split) has no feature {f!r} "
-                        f"(its features: {sorted(s.feats) or 'none'}); conll files need the column in "
-                        f"feature_columns, e.g. {{{f}: 1}}")
-
 
 def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext,
                  glove: tuple[dict[str, int], np.ndarray] | None) -> dict[str, Any]:
-    features = check_feature_config(task, cfg)
-    parts = split_task(task, cfg, pcfg, ctx)
-    _check_features(task, features, parts)
+    features = tuple(cfg.features)
+    parts = read_task(task, cfg, pcfg, ctx.path, ctx.base.seed)
+    check_features(task, features, parts)
     out_dir = ctx.path(ctx.base.prepared_dir) / task
     metrics: dict[str, Any] = {}
     for k, sents in parts.items():
@@ -217,8 +123,7 @@ def prepare_parallel(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     pcfg = load_section(PrepareConfig, "prepare", params)
-    if not pcfg.tasks:
-        raise ValueError("prepare.tasks is empty: name at least one tagging task in params.yaml")
+    check_prepare_config(pcfg)           # every task, before any file is read
     glove = None
     if pcfg.glove:
         g = ctx.path(ctx.base.raw_dir) / "glove50"

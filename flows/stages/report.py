@@ -9,8 +9,8 @@ from typing import Any
 from components.config import load_section
 from components.io import atomic_path, write_text
 from components.reports.curves import close
+from components.inference.study import ApproxStudyConfig
 from components.reports.tu_gimpel import report
-from flows.stages.approx import ApproxConfig
 from flows.stages.common import StageContext, main
 
 
@@ -22,12 +22,12 @@ class ReportConfig:
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(ReportConfig, "report", params)
-    acfg = load_section(ApproxConfig, "approx", params)
+    acfg = load_section(ApproxStudyConfig, "approx", params)
     path = ctx.path(cfg.approx_metrics)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no approx results (run `dvc repro approx`)")
     results = {k: v for k, v in json.loads(path.read_text()).items() if isinstance(v, dict)}
-    md, fig = report(results, acfg.arch)
+    md, fig = report(results, acfg.arch, tuple(acfg.methods), (acfg.table1_energy, acfg.energy))
     out = ctx.path(cfg.out_dir)
     write_text(out / "README.md", md)
     with atomic_path(out / "figure2.png") as tmp:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.checkpoints import recipe
 from components.models.encoders import BLSTMTagger
 from components.training.tagger import evaluate_tagger, token_ce_loss
 from flows.stages.common import StageContext, main
@@ -24,8 +25,12 @@ def _evaluate(model, cfg: TaskSweepConfig, variant: str, task, ds, split: str, d
     return evaluate_tagger(model, ds, task.vocabs["label"], task.metric, batch_size=cfg.eval_batch_size, device=device)
 
 
+def _recipe(cfg: TaskSweepConfig, variant: str, task) -> dict:
+    return recipe("tagger", "blstm", cfg.model, task.sizes)
+
+
 SPEC = ModelSpec(section="train", config=TaskSweepConfig, variants=lambda cfg: ("",), build=_build,
-                 loss=lambda cfg, variant, model: token_ce_loss, evaluate=_evaluate)
+                 loss=lambda cfg, variant, model: token_ce_loss, evaluate=_evaluate, recipe=_recipe)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

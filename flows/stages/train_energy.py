@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.checkpoints import recipe
 from components.energies import ENERGIES
+from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference
-from components.inference.exact import Viterbi
-from components.training import OBJECTIVES
+from components.config import ConfigError
+from components.training import OBJECTIVES, objectives_for
 from flows.stages.common import StageContext, main
 from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
 
@@ -28,32 +30,39 @@ class EnergyStageConfig(TaskSweepConfig):
 
 def _variants(cfg: EnergyStageConfig) -> tuple[str, ...]:
     unknown = [e for e in cfg.energies if e not in ENERGIES]
-    if unknown or cfg.objective not in OBJECTIVES:
-        raise ValueError(f"train_energy: unknown energies {unknown} (known {sorted(ENERGIES)}) or objective "
-                         f"{cfg.objective!r} (known {sorted(OBJECTIVES)})")
+    if unknown:
+        raise ValueError(f"train_energy: unknown energies {unknown} (known {sorted(ENERGIES)})")
+    OBJECTIVES.check(cfg.objective, "train_energy.objective")
+    if cfg.objective not in objectives_for("chain"):
+        raise ConfigError(f"train_energy.objective: {cfg.objective!r} does not train chain energies; "
+                          f"expected one of {list(objectives_for('chain'))}")
     return cfg.energies
 
 
 def _build(cfg: EnergyStageConfig, variant: str, task, seed: int, root):
-    return ENERGIES[variant](cfg.model, len(task.vocabs["word"]), len(task.vocabs["char"]),
-                             len(task.vocabs["label"]), task.glove_ids, task.glove_vectors, seed)
+    return ENERGIES.build(variant, cfg.model, **task.sizes, glove_ids=task.glove_ids,
+                          glove_vectors=task.glove_vectors, seed=seed)
 
 
 def _loss(cfg: EnergyStageConfig, variant: str, model):
-    objective = OBJECTIVES[cfg.objective]
+    objective = OBJECTIVES.build(cfg.objective)
 
     def loss(energy, batch):
-        return objective(energy.potentials(batch), batch.tags).mean()
+        return objective.loss(energy.potentials(batch), batch.tags).mean()
     return loss
 
 
 def _evaluate(energy, cfg: EnergyStageConfig, variant: str, task, ds, split: str, device: str) -> dict[str, float]:
-    return evaluate_inference(energy, Viterbi(), ds, task.vocabs["label"], task.metric,
+    return evaluate_inference(energy, INFERENCE.build("viterbi"), ds, task.vocabs["label"], task.metric,
                               batch_size=cfg.eval_batch_size, device=device)
 
 
+def _recipe(cfg: EnergyStageConfig, variant: str, task) -> dict:
+    return recipe("energy", variant, cfg.model, task.sizes)
+
+
 SPEC = ModelSpec(section="train_energy", config=EnergyStageConfig, variants=_variants, build=_build,
-                 loss=_loss, evaluate=_evaluate)
+                 loss=_loss, evaluate=_evaluate, recipe=_recipe)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

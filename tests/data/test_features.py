@@ -96,13 +96,22 @@ def test_prepare_round_trip_with_a_feature_column(chunk_root):
     assert moved.feats.shape[-1] == 1
 
 
-def test_prepare_names_the_sentence_missing_a_feature(chunk_root):
+def test_prepare_rejects_a_feature_the_reader_does_not_give(chunk_root):
     root, params = chunk_root
     del params["prepare"]["tasks"]["chunk"]["feature_columns"]     # the column is never read
-    with pytest.raises(ValueError, match=r"prepare.tasks.chunk: sentence 'train.txt:1' \(train split\) "
-                                         r"has no feature 'pos'"):
+    with pytest.raises(ValueError, match=r"prepare.tasks.chunk.features: the conll reader gives no feature "
+                                         r"\['pos'\].*feature_columns"):
         run_stage("prepare", prepare.run, params, root)
     assert not (root / "data/prepared/chunk").exists()
+
+
+def test_check_features_names_the_sentence_missing_a_feature():
+    from components.data.prepare import check_features
+    parts = {"train": [TaggedSentence(("a",), ("X",), "train.txt:1")]}
+    with pytest.raises(ValueError, match=r"prepare.tasks.chunk: sentence 'train.txt:1' \(train split\) "
+                                         r"has no feature 'pos'"):
+        check_features("chunk", ("pos",), parts)
+    check_features("chunk", (), parts)
 
 
 def test_prepare_config_errors(chunk_root):
@@ -117,7 +126,8 @@ def test_prepare_config_errors(chunk_root):
     with pytest.raises(ConfigError, match="feature_colums"):
         run_stage("prepare", prepare.run, params, root)
     params["prepare"]["tasks"]["chunk"] = {"format": "word_tag", "paths": ["x.txt"], "feature_columns": {"pos": 1}}
-    with pytest.raises(ValueError, match="only the conll format"):
+    with pytest.raises(ConfigError, match=r"prepare.tasks.chunk.feature_columns: the word_tag reader has no "
+                                          r"option 'feature_columns'.*\['conll'\]"):
         run_stage("prepare", prepare.run, params, root)
 
 

@@ -1,12 +1,14 @@
 """Tests of components.data.readers on small hand-written fixtures (tests/fixtures/readers/)."""
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from components.config import ConfigError
 from components.data import readers as R
 from components.data.types import FormatError, GridExample, Pronunciation, TaggedSentence, VersePair
 
@@ -455,3 +457,102 @@ def test_snakes_invalid(tmp_path, change, words):
     obj = _snakes()
     change(obj)
     expect_error(R.read_snakes, _dump(tmp_path / "snakes.pickle", obj), None, *words)
+
+
+# --------------------------------------------------------------------------------------------
+# READERS: every registered format, by name, from its own config
+# --------------------------------------------------------------------------------------------
+
+#: a small fixture per reader, and an option of its config that the fixture exercises
+READER_FIXTURES = {
+    "conll": ("conll2000.txt", {"feature_columns": {"pos": 1}}),
+    "conllu": ("ud.conllu", {"tag_field": "xpos"}),
+    "word_tag": ("wsj.txt", {}),
+    "ccg": ("ccg.txt", {}),
+    "ark_twitter": ("ark.txt", {}),
+    "sblgnt": ("sblgnt.tsv", {"tag_field": "pos"}),
+}
+
+
+def test_every_reader_has_a_fixture():
+    assert set(READER_FIXTURES) == set(R.READERS)
+
+
+@pytest.mark.parametrize("name", sorted(R.READERS))
+@pytest.mark.parametrize("with_options", [False, True])
+def test_reader_conformance(name, with_options):
+    entry = R.READERS[name]
+    fixture, options = READER_FIXTURES[name]
+    cfg = R.READERS.config(name, options if with_options else None)
+    assert dataclasses.is_dataclass(cfg) and cfg.__dataclass_params__.frozen
+    read = R.READERS.build(name, cfg)
+    sents = read(FIX / fixture)
+    assert sents and all(isinstance(s, TaggedSentence) for s in sents)
+    for s in sents:
+        assert len(s.words) == len(s.tags) > 0 and all(s.words) and all(s.tags)
+        for f, vals in s.feats.items():
+            assert len(vals) == len(s.words), (name, f)
+    feats = entry.meta["feats"]
+    want = tuple(cfg.feature_columns) if feats is None else feats          # conll: the columns asked for
+    assert all(sorted(s.feats) == sorted(want) for s in sents)
+    assert read(str(FIX / fixture)) == sents                                 # str paths too
+    with pytest.raises(FormatError):
+        read(FIX / "empty.txt")
+    with pytest.raises(ConfigError, match=f"reader.{name}: unknown key"):
+        R.READERS.config(name, {"no_such_option": 1})
+
+
+def test_reader_options_reach_the_reader():
+    assert R.READERS.build("conllu", {"tag_field": "xpos"})(FIX / "ud.conllu") == \
+        R.read_conllu(FIX / "ud.conllu", tag_field="xpos")
+    assert R.READERS.build("sblgnt", {"tag_field": "pos"})(FIX / "sblgnt.tsv") == \
+        R.read_sblgnt(FIX / "sblgnt.tsv", tag_field="pos")
+    assert R.READERS.build("conll", {"scheme": "bioes", "feature_columns": {"pos": 1}})(FIX / "conll2003.txt") == \
+        R.read_conll(FIX / "conll2003.txt", scheme="bioes", feat_cols={"pos": 1})
+    with pytest.raises(ConfigError, match=r"reader.conllu.tag_field: expected one of"):
+        R.READERS.config("conllu", {"tag_field": "morph"})
+
+
+# --------------------------------------------------------------------------------------------
+# prepare tasks: format and reader options from prepare.tasks.<task>
+# --------------------------------------------------------------------------------------------
+
+def _task(**kw):
+    from components.data.prepare import TaggingTaskConfig
+    from components.config import from_dict
+    return from_dict(TaggingTaskConfig, {"paths": ["x"], **kw}, where="prepare.tasks.t")
+
+
+def test_task_reader_options_map_to_the_reader_config():
+    from components.data.prepare import reader_config
+    assert reader_config("t", _task(format="conllu", tag_field="xpos")) == R.ConlluReaderConfig("xpos")
+    assert reader_config("t", _task(format="sblgnt")) == R.SblgntReaderConfig("morph")    # "" = its default
+    assert reader_config("t", _task(format="conll", scheme="bioes", feature_columns={"pos": 1},
+                                    reader={"docstart": False})) == \
+        R.ConllReaderConfig(scheme="bioes", feature_columns={"pos": 1}, docstart=False)
+    assert reader_config("t", _task(format="word_tag", scheme="bioes", reader={"sep": "_"})) == R.WordTagReaderConfig("_")
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"format": "conl"}, r"prepare.tasks.t.format: unknown reader \['conl'\]; known: \['ark_twitter'"),
+    ({"format": "word_tag", "tag_field": "upos"}, r"prepare.tasks.t.tag_field: the word_tag reader has no option "
+                                                   r"'tag_field'.*\['conllu', 'sblgnt'\]"),
+    ({"format": "conllu", "tag_field": "morph"}, r"prepare.tasks.t.tag_field: expected one of \('upos', 'xpos'\)"),
+    ({"format": "ccg", "reader": {"sep": "|"}}, r"prepare.tasks.t.reader: unknown key\(s\) \['sep'\]"),
+    ({"format": "conll", "reader": {"scheme": "bioes"}}, r"prepare.tasks.t.reader.scheme: 'scheme' is a task key"),
+    ({"format": "ccg", "features": ["lemma"]}, r"prepare.tasks.t.features: the ccg reader gives no feature \['lemma'\]"),
+    ({"format": "conll", "split": "given"}, r"prepare.tasks.t: split 'given' needs train, dev and test"),
+])
+def test_task_config_errors_name_the_key(kw, match):
+    from components.data.prepare import check_task
+    with pytest.raises(ConfigError, match=match):
+        check_task("t", _task(**kw))
+
+
+def test_task_reader_converts_to_bioes_for_every_format(tmp_path):
+    from components.data.prepare import task_reader
+    p = write(tmp_path, "c.txt", "John|NNP|B-PER Smith|NNP|I-PER runs|VBZ|O\n")
+    assert task_reader("t", _task(format="ccg", scheme="bioes"))(p)[0].tags == ("B-PER", "E-PER", "O")
+    assert task_reader("t", _task(format="ccg"))(p)[0].tags == ("B-PER", "I-PER", "O")
+    with pytest.raises(FileNotFoundError, match="nope.txt: corpus file not found"):
+        task_reader("t", _task(format="ccg"))(tmp_path / "nope.txt")

@@ -21,9 +21,12 @@ def test_approx_study_end_to_end(tiny_root):
         params[section]["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0})
     params["train_energy"]["model"]["hidden"] = 4
     params["infnets"]["infnet"]["hidden"] = 4
-    params["approx"].update(tasks=["pos"], max_test_sentences={}, max_dev_sentences=0, tailor_steps=[2],
-                            tailor_lrs=[0.01], warm_start_steps=[2], warm_start_lrs=[1.0], speed_batch_sizes=[10],
-                            shard_size=4, lm_epochs=1, resources={"cpu": 1, "gpu": 0})
+    params["approx"].update(tasks=["pos"], max_test_sentences={}, max_dev_sentences=0, speed_batch_sizes=[10],
+                            shard_size=4, lm_epochs=1, resources={"cpu": 1, "gpu": 0},
+                            tuned={"tailored_infnet": {"rows_key": "n_steps", "rows": [2], "tune_key": "lr",
+                                                       "values": [0.01]},
+                                   "gd_warm_start": {"rows_key": "iterations", "rows": [2], "tune_key": "lr",
+                                                     "values": [1.0]}})
     params["approx"]["gd"].update(checkpoints=[2, 5], max_iterations={})
     try:
         run_stage("train_energy", train_energy.run, params, root)
@@ -40,7 +43,10 @@ def test_approx_study_end_to_end(tiny_root):
     for key in ("blstm_crf.cnn.infnet", "blstm_crf.seq2seq.local", "blstm_crf_plus.cnn.infnet"):
         assert m[key]["search_error"] >= -1e-5
     assert set(m["speed"]) == {"viterbi", "gd", "cnn", "blstm", "seq2seq"}
+    for energy in ("blstm_crf", "blstm_crf_plus"):                    # approx.methods, under both energies
+        assert m[f"{energy}.gd_adam"]["search_error"] >= -1e-5
+    assert set(m["blstm_crf_plus.tailored_infnet"]) == {"2"} and m["blstm_crf_plus.gd_warm_start"]["2"]["lr"] == 1.0
     run_stage("report", report.run, params, root)
     md = (root / "reports/tu_gimpel/README.md").read_text()
-    assert "Table 6" in md and (root / "reports/tu_gimpel/figure2.png").stat().st_size > 0
+    assert "Table 6" in md and "| pos | blstm_crf_plus | gd_adam |" in md and (root / "reports/tu_gimpel/figure2.png").stat().st_size > 0
     assert json.loads((root / "metrics/approx.json").read_text())["pos"]["n_test"] == m["n_test"]

@@ -46,7 +46,7 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
         sc[kind]["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
     sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[0.5], sigmoid=[],
                      runs={"marginal_ce": ["stage", "online"]})
-    sc["ocr"]["methods"]["online"] = {"method": "online", "grid_lo": -2, "grid_hi": 2}
+    sc["ocr"]["methods"]["online"] = {"grid_lo": -2, "grid_hi": 2}
     sc["tagging"].update(task="pos", max_train_sentences=0, runs={"nll": ["joint"]})
     sc["snakes"]["model"].update(embedding_dim=2, unary={"depth": 1, "width": 4}, pairwise={"depth": 1, "width": 4})
     sc["snakes"]["runs"] = {"gcrf_ce": ["offline"]}
@@ -88,8 +88,25 @@ def test_scaling_design_rejects_bad_runs(tiny_root):
     _, params = tiny_root
     params["scaling"]["ocr"]["runs"] = {"marginal_ce": ["stagee"]}
     with pytest.raises(ValueError, match="stagee"):
-        scaling.design(load_section(scaling.ScalingStudyConfig, "scaling", params))
+        scaling.design(load_section(scaling.ScalingStageConfig, "scaling", params))
     params["scaling"]["ocr"]["runs"] = {"marginal_ce": ["stage"]}
     params["scaling"]["snakes"]["runs"] = {"nll": ["joint"]}
     with pytest.raises(ValueError, match="gcrf_ce"):
-        scaling.design(load_section(scaling.ScalingStudyConfig, "scaling", params))
+        scaling.design(load_section(scaling.ScalingStageConfig, "scaling", params))
+    params["scaling"]["snakes"]["runs"] = {"gcrf_ce": ["joint"]}
+    params["scaling"]["ocr"]["methods"] = {"offline": {"alpha": 8.0, "eps": 0.0, "lam": 1.0}}
+    with pytest.raises(ValueError, match=r"scaling\.ocr\.methods\.offline.*lam"):
+        scaling.design(load_section(scaling.ScalingStageConfig, "scaling", params))
+
+
+def test_scaling_stage_fails_before_ray_without_prepared_data(tiny_root):
+    root, params = tiny_root
+    with pytest.raises(FileNotFoundError, match="scaling.ocr: .*letters.parquet not found"):
+        run_stage("scaling", scaling.run, params, root)
+
+
+def test_flow_is_thin():
+    import inspect
+    import re
+    src = inspect.getsource(scaling)
+    assert not re.search(r"for .* in .*batches", src) and "np.random" not in src and "OBJECTIVES[" not in src

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.inference.gradient_descent import (GDConfig, GradientDescent, gradient_descent, initial_logits,
+from components.energies.base import FixedPotentials
+from components.inference.gradient_descent import (GDConfig, GDInferenceConfig, GradientDescent, gradient_descent, initial_logits,
                                                    relaxed_energy)
 from components.inference.oracle_bench import naive_oracle_grid
 from components.structures import linear_chain as lc
@@ -176,12 +177,25 @@ def test_length_one_and_config_validation():
         gradient_descent(unary[0], trans, mask)
 
 
-class _StubEnergy:
-    def __init__(self, p):
-        self.p = p
+class _FixedLogits(torch.nn.Module):
+    """A stand-in inference network that returns given logits (the warm start)."""
 
-    def potentials(self, batch):
-        return self.p
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, words, mask, chars):
+        return self.logits
+
+
+class _Batch:
+    def __init__(self, mask):
+        self.words, self.mask, self.chars = None, mask, None
+
+
+class _NoPotentials:
+    def energy(self, batch, y):
+        return torch.zeros(1)
 
 
 def test_inference_protocol_with_and_without_warm_start():
@@ -190,15 +204,17 @@ def test_inference_protocol_with_and_without_warm_start():
     unary, trans, mask = _chain(7, 3, 6, 5)
     p = ChainPotentials(unary, trans, mask)
     vit, score = lc.viterbi(unary, trans, mask)
-    method = GradientDescent(lr=10.0, iterations=30, seed=0)
-    out = method(_StubEnergy(p), None)
+    method = GradientDescent(GDInferenceConfig(lr=10.0, iterations=30, init_std=1.0, seed=0))
+    out = method(FixedPotentials(p), None)
     assert out.labels.shape == (3, 6) and out.relaxed.shape == (3, 6, 5) and out.energy.shape == (3,)
     assert torch.equal(out.energy, -lc.score(unary, trans, mask, out.labels))
     assert torch.all(out.energy >= -score - 1e-9)
     assert set(out.stats) == {"relaxed_energy", "lr", "iterations"}
-    warm = GradientDescent(lr=1e4, iterations=10, warm_start=lambda e, b, pp: 50.0 * F.one_hot(vit, 5).double())
-    out = warm(_StubEnergy(None), None, potentials=p)
+    warm = GradientDescent(GDInferenceConfig(lr=1e4, iterations=10), warm_start=_FixedLogits(50.0 * F.one_hot(vit, 5).double()))
+    out = warm(FixedPotentials(p), _Batch(mask))
     assert torch.equal(out.labels, vit) and torch.equal(out.energy, -score)
+    with pytest.raises(TypeError, match="GradientDescent needs a ChainEnergy"):
+        method(_NoPotentials(), None)
 
 
 def test_evaluates_like_viterbi():
@@ -217,10 +233,11 @@ def test_evaluates_like_viterbi():
               "label": build_label_vocab(sents)}
     ds = TaggingDataset(sents, vocabs)
     torch.manual_seed(0)
-    energy = ENERGIES["blstm_crf"](BLSTMConfig(hidden=4), len(vocabs["word"]), len(vocabs["char"]), 2).double()
+    energy = ENERGIES.build("blstm_crf", BLSTMConfig(hidden=4), n_words=len(vocabs["word"]),
+                            n_chars=len(vocabs["char"]), n_labels=2).double()
     with torch.no_grad():
         torch.nn.init.normal_(energy.transition)
     exact = evaluate_inference(energy, Viterbi(), ds, vocabs["label"], "accuracy", batch_size=2)
-    gd = evaluate_inference(energy, GradientDescent(lr=10.0, iterations=20), ds, vocabs["label"], "accuracy",
-                            batch_size=2)
+    gd = evaluate_inference(energy, GradientDescent(GDInferenceConfig(lr=10.0, iterations=20)), ds, vocabs["label"],
+                            "accuracy", batch_size=2)
     assert gd["energy_pred"] >= exact["energy_pred"] - 1e-9 and 0 <= gd["accuracy"] <= 100

@@ -15,6 +15,7 @@ from components.config import ConfigError, from_dict
 from components.data.batching import TaggingDataset
 from components.data.types import TaggedSentence
 from components.data.vocab import build_label_vocab, build_vocab
+from components.energies.base import FixedPotentials
 from components.energies.chain_crf import ChainCRFEnergy
 from components.inference.evaluate import evaluate_inference
 from components.inference.exact import Viterbi
@@ -181,14 +182,16 @@ def test_loss_terms():
     with torch.no_grad():
         logits = net(BATCH.words, BATCH.mask, BATCH.chars)
         p = energy.potentials(BATCH)
-        e = energy.energy(BATCH, torch.softmax(logits, -1), potentials=p).mean()
+        e = p.energy(torch.softmax(logits, -1)).mean()
+        assert torch.allclose(e, energy.energy(BATCH, torch.softmax(logits, -1)).mean())
         ce = token_ce(logits, BATCH.tags, BATCH.mask)
         ref_ce = torch.nn.functional.cross_entropy(logits[BATCH.mask], BATCH.tags[BATCH.mask], reduction="sum") / 8
         assert torch.allclose(ce, ref_ce)
         assert torch.allclose(infnet_loss(net, energy, BATCH, 2.0), e + 2.0 * ce)
         assert torch.allclose(infnet_loss(net, energy, BATCH, 0.0), e)
         assert torch.allclose(infnet_loss(net, None, BATCH, 5.0, local_only=True), ce)   # no energy needed
-        assert torch.allclose(infnet_loss(net, energy, BATCH, 2.0, potentials=p), e + 2.0 * ce)
+        fixed = FixedPotentials(p, BATCH)                     # potentials computed once
+        assert torch.allclose(infnet_loss(net, fixed, BATCH, 2.0), e + 2.0 * ce)
 
 
 def test_lambda_annealing_and_train_infnet():

@@ -3,8 +3,11 @@ import math
 import pytest
 
 from components.reports.curves import close
-from components.reports.shevchenko_osokin import (PAPER, MissingRecords, aggregate, best_fixed_alpha, figure1a,
-                                                  figure1b, figure1c, paper_cell, table1, table2, write_report)
+from components.reports.shevchenko_osokin import (COLUMN_LABEL, OBJECTIVE_LABEL, OBJECTIVES, PAPER, PROCEDURES,
+                                                  MissingRecords, aggregate, best_fixed_alpha, figure1a, figure1b,
+                                                  figure1c, paper_cell, summary, table1, table2, write_report)
+from components.training import OBJECTIVES as TRAINING_OBJECTIVES
+from components.training.studies import PROCEDURES as STUDY_PROCEDURES
 
 
 def _hist(ratios, phases=None, alpha=1.0):
@@ -182,3 +185,23 @@ def test_bad_records_get_clear_errors():
         aggregate([_rec("two_stage", 1.0)])
     with pytest.raises(ValueError, match="needs a positive 'alpha'"):
         aggregate([_rec("fixed_alpha", 1.0, alpha=0.0)])
+
+
+def test_names_are_the_registries_and_every_name_has_a_label():
+    assert OBJECTIVES == tuple(TRAINING_OBJECTIVES) and PROCEDURES == tuple(STUDY_PROCEDURES)
+    assert set(OBJECTIVE_LABEL) == set(TRAINING_OBJECTIVES)
+    assert set(COLUMN_LABEL) == set(STUDY_PROCEDURES)
+    for table in ("table1", "table2", "table3_sgd", "table4", "chunking_bilstm"):
+        objs = PAPER[table] if table in ("table1", "chunking_bilstm") else {o for row in PAPER[table].values() for o in row}
+        assert set(objs) <= set(TRAINING_OBJECTIVES), table
+    with pytest.raises(ValueError, match="objective='hinge'"):
+        aggregate([_rec("joint", 1.0, objective="hinge")])
+
+
+def test_summary_keys_and_values():
+    s = summary(_records())
+    assert s["ocr/marginal_ce/stage"]["n"] == 2 and s["ocr/marginal_ce/stage"]["mean"] == pytest.approx(97.2)
+    assert s["ocr/marginal_ce/joint/sigmoid"]["n"] == 1
+    assert s["ocr/marginal_ce/fixed_alpha/alpha_0.25"]["mean"] == pytest.approx(97.2)
+    assert set(s["greek_pos/ssvm/joint"]) == {"mean", "std", "n", "minutes"}
+    assert len(s) == len(aggregate(_records()))

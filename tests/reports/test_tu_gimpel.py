@@ -8,7 +8,7 @@ def _metrics():
          "blstm_crf_plus.viterbi": row(90.0, -100.0), "blstm_crf.viterbi": row(88.0, -90.0),
          "blstm_crf_plus.gd_oracle": {"5.0": {"score": 80.0, "energy": -95.0}, "oracle": {"score": 85.0, "energy": -97.0}},
          "blstm_crf_plus.cnn.infnet": row(91.0, -99.0), "blstm_crf_plus.cnn.local": row(89.5, -98.0),
-         "blstm_crf_plus.tailored": {"3": row(91.5, -99.5)}, "blstm_crf_plus.warm_start": {"3": row(90.5, -99.9)},
+         "blstm_crf_plus.tailored_infnet": {"3": row(91.5, -99.5)}, "blstm_crf_plus.gd_warm_start": {"3": row(90.5, -99.9)},
          "speed": {"gd": {"bs10": 5.0, "fastest": 9.0}, "viterbi": {"bs10": 50.0, "fastest": 90.0}},
          "spearman": {"infnet.words": 0.3}}
     for a in ("cnn", "blstm", "seq2seq"):
@@ -33,3 +33,15 @@ def test_table6_rows_and_paper_table():
     assert rows["viterbi"] == (90.0, -100.0) and rows["gd 5"] == (80.0, -95.0)
     assert rows["gd oracle N"] == (85.0, -97.0) and rows["infnet discretized"] == (91.0, -99.0)
     assert TABLE6["warm start 10"]["CCG"] == (94.4, -482.78) and TABLE6["gd 100"]["NER"] is None
+
+
+def test_further_methods_table_lists_every_configured_method():
+    m = _metrics()
+    m["blstm_crf_plus.gd_adam"] = {"score": 89.0, "energy_pred": -99.2, "search_error": 0.8}
+    md, fig = report({"pos": m}, {"pos": "cnn"}, ("gd_adam",), ("blstm_crf_plus",))
+    close(fig)
+    assert "| pos | blstm_crf_plus | viterbi | 90.0 | -100.00 | 0.000 |" in md
+    assert "| pos | blstm_crf_plus | gd_adam | 89.0 | -99.20 | 0.800 |" in md
+    md, fig = report({"pos": m}, {"pos": "cnn"})
+    close(fig)
+    assert "gd_adam" not in md                                         # only when approx.methods has it

@@ -7,8 +7,17 @@ import torch.nn.functional as F
 
 from components.energies.base import ChainPotentials
 from components.structures import enumerate as brute
-from components.training import OBJECTIVES
-from components.training.objectives import hamming_augmented_unary, predict
+from components.structures import mean_field
+from components.training import OBJECTIVES, objectives_for
+from components.training.objectives import hamming_augmented_unary
+
+
+def _loss(name, p, gold):
+    return OBJECTIVES.build(name).loss(p, gold)
+
+
+def predict(name, p):
+    return OBJECTIVES.build(name).predict(p)
 
 
 def _potentials(seed, B=3, N=4, L=3, scale=1.0, dtype=torch.float64):
@@ -25,10 +34,10 @@ def _seq_score(u, W, y):
     return sum(u[t, y[t]] for t in range(len(y))) + sum(W[y[t - 1], y[t]] for t in range(1, len(y)))
 
 
-@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+@pytest.mark.parametrize("name", sorted(objectives_for("chain")))
 def test_every_objective_is_finite_and_differentiable(name):
     p, gold = _potentials(0)
-    loss = OBJECTIVES[name](p, gold)
+    loss = _loss(name, p, gold)
     assert loss.shape == (3,) and torch.isfinite(loss).all()
     loss.sum().backward()
     assert torch.isfinite(p.unary.grad).all() and p.unary.grad.abs().sum() > 0
@@ -41,15 +50,15 @@ def test_nll_and_marginal_ce_equal_brute_force():
     for b in range(3):
         n = int(p.mask[b].sum())
         s = _seq_score(p.unary[b], p.transition, gold[b, :n].tolist())
-        assert OBJECTIVES["nll"](p, gold)[b].item() == pytest.approx((logz[b] - s).item(), rel=1e-9, abs=1e-9)
+        assert _loss("nll", p, gold)[b].item() == pytest.approx((logz[b] - s).item(), rel=1e-9, abs=1e-9)
         ce = -sum(torch.log(marg[b, t, gold[b, t]]) for t in range(n))
-        assert OBJECTIVES["marginal_ce"](p, gold)[b].item() == pytest.approx(ce.item(), rel=1e-7, abs=1e-9)
+        assert _loss("marginal_ce", p, gold)[b].item() == pytest.approx(ce.item(), rel=1e-7, abs=1e-9)
 
 
 def test_ssvm_equals_enumerated_loss_augmented_max():
     for seed in range(5):
         p, gold = _potentials(seed)
-        loss = OBJECTIVES["ssvm"](p, gold)
+        loss = _loss("ssvm", p, gold)
         for b in range(3):
             n = int(p.mask[b].sum())
             g = gold[b, :n].tolist()
@@ -65,7 +74,7 @@ def test_ssvm_is_zero_when_gold_wins_by_the_margin():
     # make the gold labelling beat every other by more than the largest normalised Hamming loss (1)
     strong = p.unary.detach() + 20.0 * F.one_hot(gold, 3).to(p.unary.dtype)
     q = ChainPotentials(strong, p.transition.detach() * 0.1, p.mask)
-    assert torch.all(OBJECTIVES["ssvm"](q, gold) == 0)
+    assert torch.all(_loss("ssvm", q, gold) == 0)
     aug = hamming_augmented_unary(q, gold)
     assert torch.allclose((aug - strong)[~q.mask], torch.zeros(()).double())
 
@@ -76,3 +85,6 @@ def test_prediction_rules():
     assert torch.equal(predict("nll", p), labels * p.mask)
     marg = brute.marginals(p.unary.detach(), p.transition.detach(), p.mask)
     assert torch.equal(predict("marginal_ce", p), marg.argmax(-1) * p.mask)
+    assert torch.equal(predict("ssvm", p), labels * p.mask)
+    q = mean_field.mean_field(p.unary.detach(), p.transition.detach(), p.mask).marginals     # default iterations
+    assert torch.equal(predict("mean_field_ce", p), q.argmax(-1) * p.mask)

@@ -1,6 +1,7 @@
 """Scaling methods (Shevchenko & Osokin Sec. 5): online alpha selection against a direct evaluation
 of L_alpha(D) (eq. 19), offline invariance (eq. 20), the ratio regulariser (eq. 21), and the
 potential norms / rescaling that every method goes through."""
+import dataclasses
 import math
 
 import pytest
@@ -11,15 +12,27 @@ from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.structures import linear_chain
 from components.structures.gaussian_crf import GCRFPotentials, gcrf_solve
 from components.structures.gaussian_crf import predict as gcrf_predict
-from components.training import OBJECTIVES
-from components.training.objectives import predict
-from components.training.scaling import (METHODS, ScaledModel, ScalingConfig, offline_normalise, ratio,
-                                         ratio_regulariser, select_alpha, subset_losses, transform)
+from components.config import ConfigError
+from components.training import OBJECTIVES, SCALINGS, objectives_for
+from components.training.scaling import (OnlineConfig, ScaledModel, offline_normalise, ratio, ratio_regulariser,
+                                         select_alpha, subset_losses)
 from components.training.structured import ChainTask
 from tests.training.toy import FeatUnary
 from tests.training.toy import ToyBatch as _Batch
 
 F64 = torch.float64
+CHAIN_OBJECTIVES = sorted(objectives_for("chain"))
+
+
+def transform(p, method, alpha, eps=None):
+    """The potentials method ``method`` gives at alpha (its config's alpha and eps where it has them)."""
+    fields = {f.name for f in dataclasses.fields(SCALINGS[method].config)}
+    cfg = {k: v for k, v in (("alpha", alpha), ("eps", eps)) if k in fields and v is not None}
+    return SCALINGS.build(method, cfg).transform(p, alpha)
+
+
+def predict(objective, p):
+    return OBJECTIVES.build(objective).predict(p)
 
 
 def _FeatUnary(n_feats, n_labels):
@@ -52,8 +65,7 @@ def _online_setup(mode, seed=0, L=3, n_feats=4):
     with torch.no_grad():
         net.lin.weight.copy_(2.0 * torch.randn(L, n_feats, generator=g))
     crf = UnaryPairwiseCRF(net, L, init_std=0.3, seed=seed).double()
-    cfg = ScalingConfig(method="online", grid_lo=-3, grid_hi=3)
-    model = ScaledModel(crf, cfg)
+    model = ScaledModel(crf, "online", {"grid_lo": -3, "grid_hi": 3})
     batches = []
     for lengths in ([4, 2, 1], [3, 5]):
         N = max(lengths)
@@ -84,7 +96,7 @@ def _direct_losses(model, batches, objective):
         for b in batches:
             with torch.no_grad():
                 U = model.energy.unary_net(b)
-            ls = OBJECTIVES[objective](ChainPotentials(a * U, W, b.mask), b.tags)
+            ls = OBJECTIVES.build(objective).loss(ChainPotentials(a * U, W, b.mask), b.tags)
             if objective in ("marginal_ce", "mean_field_ce"):
                 ls = ls / b.mask.sum(1).to(ls.dtype)
             vals.extend(ls.tolist())
@@ -98,7 +110,7 @@ def _first_argmin(vals, rel=1e-9):
 
 
 @pytest.mark.parametrize("mode", ["random", "gold", "adversarial", "noisy"])
-@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+@pytest.mark.parametrize("objective", CHAIN_OBJECTIVES)
 def test_online_alpha_is_the_argmin_of_the_direct_subset_loss(objective, mode):
     model, batches = _online_setup(mode, seed=3)
     model.train()
@@ -153,16 +165,25 @@ def test_select_alpha_skips_non_finite_and_takes_the_first_tie():
 
 
 def test_scaling_config_validates_and_builds_its_grid():
-    cfg = ScalingConfig(grid_lo=-2, grid_hi=2)
+    cfg = OnlineConfig(grid_lo=-2, grid_hi=2)
     assert cfg.grid() == [0.25, 0.5, 1.0, 2.0, 4.0]
-    assert ScalingConfig(subset_fraction=0.5, subset_max=10).subset_size(7) == 4
-    assert ScalingConfig(subset_fraction=0.5, subset_max=10).subset_size(100) == 10
-    assert ScalingConfig(subset_fraction=0.01).subset_size(3) == 1
-    for bad in (dict(method="nope"), dict(alpha=0.0), dict(grid_lo=3, grid_hi=2), dict(subset_fraction=0.0)):
+    assert SCALINGS.build("online", cfg).grid() == cfg.grid()
+    assert OnlineConfig(subset_fraction=0.5, subset_max=10).subset_size(7) == 4
+    assert OnlineConfig(subset_fraction=0.5, subset_max=10).subset_size(100) == 10
+    assert OnlineConfig(subset_fraction=0.01).subset_size(3) == 1
+    for bad in (dict(alpha=0.0), dict(grid_lo=3, grid_hi=2), dict(subset_fraction=0.0)):
         with pytest.raises(ValueError):
-            ScalingConfig(**bad)
+            SCALINGS.config("online", bad)
+    for method in ("fixed", "offline", "offline_reg", "temperature"):
+        with pytest.raises(ValueError, match="alpha"):
+            SCALINGS.config(method, {"alpha": 0.0})
+    with pytest.raises(ConfigError, match="unknown key"):        # a method's config holds only what it uses
+        SCALINGS.config("fixed", {"reg_lambda": 1.0})
+    crf = UnaryPairwiseCRF(_FeatUnary(4, 3), 3)
     with pytest.raises(ValueError, match="scaling method"):
-        transform(_potentials(0), "nope", 1.0)
+        ScaledModel(crf, "nope")
+    with pytest.raises(ValueError, match="does not select alpha"):
+        ScaledModel(crf, "fixed").select_online_alpha([], lambda b: b, ChainTask().loss)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,7 +225,7 @@ def test_offline_is_invariant_to_positive_rescaling(c, per_position):
         _assert_same_potentials(got, ref, rtol=1e-3)
         _assert_same_potentials(transform(q, "offline", alpha, eps=0.0), transform(p, "offline", alpha, eps=0.0),
                                 rtol=1e-10)
-        for objective in sorted(OBJECTIVES):
+        for objective in CHAIN_OBJECTIVES:
             assert torch.equal(predict(objective, got), predict(objective, ref)), (name, objective)
     # and the normalised potentials have ||U|| = alpha, ||W|| = 1 wherever an edge exists
     torch.testing.assert_close(ref.unary_norm(), torch.full((4,), alpha, dtype=F64), rtol=1e-6, atol=0)
@@ -314,7 +335,7 @@ def test_transforms_scale_the_right_parts(per_position):
     torch.testing.assert_close(q.pairwise_norm(), a * pn)
     has_edge = p.mask.sum(1) > 1       # the ratio is undefined without a pairwise term
     torch.testing.assert_close(ratio(q)[has_edge], ratio(p)[has_edge])
-    assert set(METHODS) == {"none", "fixed", "online", "offline", "offline_reg", "temperature"}
+    assert set(SCALINGS) == {"none", "fixed", "online", "offline", "offline_reg", "temperature"}
 
 
 def test_scaled_model_regulariser_only_for_offline_reg():
@@ -322,8 +343,9 @@ def test_scaled_model_regulariser_only_for_offline_reg():
     crf = UnaryPairwiseCRF(_FeatUnary(4, 3), 3, init_std=0.3)
     g = torch.Generator().manual_seed(0)
     b = _Batch(torch.randn(2, 3, 4, generator=g), torch.zeros(2, 3, dtype=torch.long), _mask([3, 2], 3))
-    for method in METHODS:
-        model = ScaledModel(crf, ScalingConfig(method=method, alpha=2.0, reg_lambda=0.5))
+    for method in SCALINGS:
+        fields = {f.name for f in dataclasses.fields(SCALINGS[method].config)}
+        model = ScaledModel(crf, method, {k: v for k, v in (("alpha", 2.0), ("reg_lambda", 0.5)) if k in fields})
         raw = model.raw_potentials(b)
         reg = model.regulariser(raw)
         assert reg.shape == (2,)

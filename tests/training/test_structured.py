@@ -13,7 +13,7 @@ from components.data.ocr import OcrBatch, OcrWords, cv_split, subsample
 from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.models.lenet import LeNetConfig, LeNetUnary
 from components.training.loop import TrainConfig, fit
-from components.training.scaling import ScaledModel, ScalingConfig
+from components.training.scaling import ScaledModel
 from components.training.structured import ChainTask, ProcedureConfig, evaluate, mean_ratio, train_procedure
 from tests.training.toy import FeatUnary
 from tests.training.toy import ToyBatch as _Batch
@@ -146,7 +146,7 @@ def _params(model):
 
 def _run(procedure, method="none", objective="marginal_ce", cfg=PCFG):
     crf = UnaryPairwiseCRF(_FeatUnary(), L, init_std=0.1, seed=0)
-    model = ScaledModel(crf, ScalingConfig(method=method, **GRID))
+    model = ScaledModel(crf, method, GRID if method == "online" else None)
     task = ChainTask(objective, metric="per_example")
     starts, ends = {}, {}
 
@@ -254,7 +254,7 @@ def test_joint_with_other_scalings_runs(method):
 def test_mean_ratio_skips_examples_without_a_pairwise_term():
     # offline scaling expands the shared transition per position; a length-1 sequence then has no
     # edge, ||W|| = 0, and no ratio (it used to count as ~1e12)
-    model = ScaledModel(UnaryPairwiseCRF(_FeatUnary(), L, seed=0), ScalingConfig(method="offline", alpha=2.0))
+    model = ScaledModel(UnaryPairwiseCRF(_FeatUnary(), L, seed=0), "offline", {"alpha": 2.0})
     with_single = [_collate(TRAIN[:3] + [(TRAIN[3][0][:1], TRAIN[3][1][:1])])]
     assert math.isclose(mean_ratio(model, with_single), 2.0, rel_tol=1e-5)
     raw = mean_ratio(model, with_single, raw=True)       # the shared raw W has a norm for every example
@@ -273,6 +273,8 @@ def test_procedure_arguments_are_checked():
         _run("both")
     with pytest.raises(ValueError, match="objective"):
         ChainTask("nope")
+    with pytest.raises(ValueError, match="not a chain objective"):
+        ChainTask("gcrf_ce")
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,7 +297,7 @@ def _fixed_model():
     crf = UnaryPairwiseCRF(_Given(), L)
     with torch.no_grad():
         crf.transition.zero_()          # every prediction rule is then the unary argmax
-    return ScaledModel(crf, ScalingConfig())
+    return ScaledModel(crf)
 
 
 def _ubatch(pred_rows, gold_rows):
@@ -328,11 +330,14 @@ def test_chain_task_losses_are_per_position_for_ce():
     model = _fixed_model()
     b = _ubatch([[0, 1], [2, 2, 1, 0]], [[0, 2], [2, 2, 1, 0]])
     p = model.potentials(b)
-    from components.training import OBJECTIVES
+    from components.training import OBJECTIVES, objectives_for
     n = b.mask.sum(1).float()
-    for obj in OBJECTIVES:
-        want = OBJECTIVES[obj](p, b.tags)
-        if obj.endswith("_ce"):
+    assert set(objectives_for("chain")) == {"nll", "ssvm", "marginal_ce", "mean_field_ce"}
+    for obj in objectives_for("chain"):
+        want = OBJECTIVES.build(obj).loss(p, b.tags)
+        per_position = obj in ("marginal_ce", "mean_field_ce")      # eq. 5; LL and SSVM per sequence
+        assert OBJECTIVES.build(obj).per_position == per_position
+        if per_position:
             want = want / n
         torch.testing.assert_close(ChainTask(obj).loss(p, b), want)
     ce = nn.functional.cross_entropy(p.unary[0, :2], b.tags[0, :2])

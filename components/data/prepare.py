@@ -1,0 +1,179 @@
+"""The tagging tasks of the ``prepare`` stage: their configs, how each is read and split.
+
+A task (``prepare.tasks.<task>`` in ``params.yaml``, a :class:`TaggingTaskConfig`) names a format
+of :data:`~components.data.readers.READERS` and its files. The reader's options come from the
+task: ``tag_field`` (conllu: ``upos|xpos``; sblgnt: ``morph|pos``) and ``feature_columns``
+(conll: feature name -> 0-based column) are task keys kept for brevity, and ``reader: {...}``
+holds any other option of the reader's config (conll: ``word_col``, ``tag_col``, ``docstart``;
+word_tag: ``sep``). A key the format's reader does not have is a :class:`ConfigError` naming
+``prepare.tasks.<task>.<key>``. ``scheme: bioes`` works for every format: a reader whose config
+has a ``scheme`` (conll) converts while reading, so a bad tag is reported at its line; the
+sentences of the others are converted after reading.
+
+Splits: ``random`` (seeded, ``fractions``), ``book`` (Greek NT by book: ``dev_books``,
+``test_books``) or ``given`` (the user's own ``train``/``dev``/``test`` files).
+
+:func:`check_prepare_config` validates every task before any file is read.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from components.config import ConfigError
+from components.data import splits, store
+from components.data.readers import READERS, TaggedReader, bio_to_bioes
+from components.data.types import TaggedSentence
+
+#: Task keys that are options of the format's reader (set only for readers whose config has them).
+TASK_READER_KEYS = ("tag_field", "feature_columns")
+
+
+@dataclass(frozen=True)
+class TaggingTaskConfig:
+    format: str                          # a name in READERS: conll | conllu | word_tag | ccg | ark_twitter | sblgnt
+    paths: tuple[str, ...] = ()          # files to read and split (split: random | book)
+    train: str = ""                      # split: given -> the user's own files
+    dev: str = ""
+    test: str = ""
+    split: Literal["random", "book", "given"] = "random"
+    tag_field: str = ""                  # reader option; conllu: upos|xpos; sblgnt: morph|pos ("" = its default)
+    scheme: Literal["keep", "bioes"] = "keep"
+    metric: Literal["accuracy", "span_f1"] = "accuracy"
+    top_k_labels: int = 0                # > 0: keep the K most frequent labels, map the rest to '*'
+    features: tuple[str, ...] = ()       # per-token input columns to keep (TaggedSentence.feats), e.g. [pos]
+    feature_columns: dict[str, int] = field(default_factory=dict)  # reader option; conll: name -> 0-based column
+    reader: dict[str, Any] = field(default_factory=dict)           # other options of the format's reader
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    tasks: dict[str, TaggingTaskConfig] = field(default_factory=dict)
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    dev_books: tuple[str, ...] = ("41",)     # Mark
+    test_books: tuple[str, ...] = ("43",)    # John
+    min_word_count: int = 1
+    glove: bool = True
+    ocr_letters: bool = True
+    snakes: bool = True
+    cmudict: bool = True
+    parallel: bool = True
+
+
+def _fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def reader_config(task: str, cfg: TaggingTaskConfig) -> Any:
+    """The config of the task's reader, from ``reader`` and the task's reader keys (strict)."""
+    where = f"prepare.tasks.{task}"
+    READERS.check(cfg.format, f"{where}.format")
+    entry = READERS[cfg.format]
+    known = _fields(entry.config)
+    for key in ("scheme", *TASK_READER_KEYS):
+        if key in cfg.reader:
+            raise ConfigError(f"{where}.reader.{key}: {key!r} is a task key; write it as {where}.{key}")
+    READERS.config(cfg.format, cfg.reader, where=f"{where}.reader")      # its own keys, named as written
+    opts = dict(cfg.reader)
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(TaggingTaskConfig) if f.name in TASK_READER_KEYS}
+    for key in TASK_READER_KEYS:
+        value = getattr(cfg, key)
+        if value == defaults[key]:
+            continue
+        if key not in known:
+            having = [n for n, e in READERS.items() if key in _fields(e.config)]
+            raise ConfigError(f"{where}.{key}: the {cfg.format} reader has no option {key!r} (its options: "
+                              f"{sorted(known) or 'none'}); readers with it: {having}")
+        opts[key] = value
+    if "scheme" in known:            # this reader converts BIO -> BIOES itself
+        opts["scheme"] = cfg.scheme
+    return READERS.config(cfg.format, opts, where=where)
+
+
+def reader_feats(task: str, cfg: TaggingTaskConfig) -> tuple[str, ...] | None:
+    """Feature columns the task's reader gives every sentence (``None``: unknown)."""
+    feats = READERS[cfg.format].meta.get("feats")
+    if feats is None:
+        rcfg = reader_config(task, cfg)
+        return tuple(getattr(rcfg, "feature_columns", {}) or ())
+    return tuple(feats)
+
+
+def check_task(task: str, cfg: TaggingTaskConfig) -> tuple[str, ...]:
+    """Validate a task before any work; returns its feature names (plain names given once)."""
+    where = f"prepare.tasks.{task}"
+    rcfg = reader_config(task, cfg)
+    if cfg.split == "given":
+        missing = [k for k in splits.SPLITS if not getattr(cfg, k)]
+        if missing or cfg.paths:
+            raise ConfigError(f"{where}: split 'given' needs train, dev and test paths "
+                              f"(missing {missing}) and no 'paths'")
+    elif not cfg.paths:
+        raise ConfigError(f"{where}: split {cfg.split!r} needs 'paths'")
+    elif cfg.train or cfg.dev or cfg.test:
+        raise ConfigError(f"{where}: train/dev/test files are for split 'given', not {cfg.split!r}")
+    features = store.check_feature_names(cfg.features, f"{where}.features")
+    store.check_feature_names(list(getattr(rcfg, "feature_columns", {}) or ()), f"{where}.feature_columns")
+    have = reader_feats(task, cfg)
+    if have is not None and (absent := [f for f in features if f not in have]):
+        hint = " (conll reads a column per feature_columns entry, e.g. {%s: 1})" % absent[0] \
+            if "feature_columns" in _fields(READERS[cfg.format].config) else ""
+        raise ConfigError(f"{where}.features: the {cfg.format} reader gives no feature {absent} "
+                          f"(it gives: {list(have) or 'none'}){hint}")
+    return features
+
+
+def check_prepare_config(pcfg: PrepareConfig) -> dict[str, tuple[str, ...]]:
+    """Validate every task (see :func:`check_task`); returns each task's feature names."""
+    if not pcfg.tasks:
+        raise ConfigError("prepare.tasks is empty: name at least one tagging task in params.yaml")
+    return {task: check_task(task, cfg) for task, cfg in pcfg.tasks.items()}
+
+
+def task_reader(task: str, cfg: TaggingTaskConfig) -> TaggedReader:
+    """``read(path) -> sentences`` for the task: its format's reader, then BIO -> BIOES if asked
+    and the reader does not convert itself."""
+    rcfg = reader_config(task, cfg)
+    read = READERS.build(cfg.format, rcfg)
+    convert = cfg.scheme == "bioes" and not hasattr(rcfg, "scheme")
+
+    def read_task_file(path: str | Path) -> list[TaggedSentence]:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: corpus file not found (a default corpus: run `dvc repro fetch`; "
+                                    f"a user corpus: check its path in params.yaml)")
+        sents = read(path)
+        if convert:
+            sents = [dataclasses.replace(s, tags=tuple(bio_to_bioes(s.tags))) for s in sents]
+        return sents
+
+    return read_task_file
+
+
+def read_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, resolve: Callable[[str], Path],
+              seed: int) -> dict[str, list[TaggedSentence]]:
+    """The task's ``{"train", "dev", "test"}`` sentences; ``resolve`` maps a params path to a file."""
+    check_task(task, cfg)
+    read = task_reader(task, cfg)
+    if cfg.split == "given":
+        return {k: read(resolve(getattr(cfg, k))) for k in splits.SPLITS}
+    sents = [s for p in cfg.paths for s in read(resolve(p))]
+    if cfg.split == "book":
+        return splits.book_split(sents, lambda s: s.sid, pcfg.dev_books, pcfg.test_books)
+    return splits.random_split(sents, pcfg.fractions, seed)
+
+
+def check_features(task: str, features: tuple[str, ...], parts: dict[str, list[TaggedSentence]]) -> None:
+    """Every sentence carries every requested feature (else an error naming the sentence)."""
+    for k, sents in parts.items():
+        for s in sents:
+            for f in features:
+                if f not in s.feats:
+                    raise ValueError(
+                        f"prepare.tasks.{task}: sentence {s.sid!r} ({k} split) has no feature {f!r} "
+                        f"(its features: {sorted(s.feats) or 'none'}); conll files need the column in "
+                        f"feature_columns, e.g. {{{f}: 1}}")

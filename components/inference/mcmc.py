@@ -1,0 +1,470 @@
+r"""MCMC over discrete label sequences: Markov kernels that run many chains at once.
+
+Target. For an energy ``E(x, y)`` (``components.energies.base``) over label sequences ``y`` of a
+sequence's ``n_b`` valid positions, each with ``L`` labels, and a temperature ``T > 0``,
+
+    pi_T(y | x) = exp(-E(x, y) / T) / Z_T(x)          (T = 1: the model's Boltzmann distribution)
+
+A kernel ``K`` leaves ``pi_T`` invariant (``pi_T K = pi_T``); the two kernels here are irreducible
+and aperiodic on the ``L^{n_b}`` labelings whenever every energy is finite, so a chain's law
+converges to ``pi_T`` from any start.
+
+Kernels (the registry :data:`SAMPLERS`; each declares ``needs`` and checks it in ``init``):
+
+- ``gibbs_chain`` (Geman & Geman 1984): single-site Gibbs for a :class:`ChainEnergy`. With
+  potentials ``U`` [B, N, L] and ``W`` ([L, L] or per position [B, N-1, L, L]) the conditional of
+  site ``t`` given the rest depends on its neighbours only:
+
+      p(y_t = l | y_{-t}) ∝ exp((U_t[l] + W_{t-1}[y_{t-1}, l] + W_t[l, y_{t+1}]) / T)
+
+  (terms past either end of the sequence omitted), computed by :func:`site_logits` for all chains
+  and instances at once and drawn with the Gumbel-max trick. One ``step`` is one sweep: either a
+  *systematic* scan ``t = 0, ..., n_b - 1`` (``K = K_0 K_1 ... K_{n_b-1}``, each ``K_t`` a Gibbs
+  site kernel, so ``pi_T`` is invariant though the sweep is not reversible), or a *random* scan of
+  ``n_b`` updates, each at a position drawn uniformly from ``{0, ..., n_b - 1}`` independently per
+  chain (``K = (1/n_b sum_t K_t)^{n_b}``, reversible).
+- ``mh_uniform`` (Metropolis et al. 1953; Hastings 1970): Metropolis–Hastings for ANY
+  :class:`Energy`. Proposal: one valid position ``t ~ U{0, ..., n_b - 1}`` and a new label drawn
+  uniformly from the ``L - 1`` labels other than ``y_t`` (for ``L = 1`` the proposal is ``y``), so
+  ``q(y -> y') = 1 / (n_b (L - 1)) = q(y' -> y)`` for ``y, y'`` at Hamming distance 1 — symmetric,
+  and the Hastings ratio is the Metropolis one:
+
+      alpha(y -> y') = min(1, exp((E(y) - E(y')) / T))                 (:func:`mh_log_accept`)
+
+  The current energy is cached in the state; each step evaluates the energy once, on all ``C x B``
+  proposals in one batch. A :class:`ChainEnergy` is evaluated from its potentials, computed once in
+  ``init`` (``E = -score(potentials, y)`` is the ChainEnergy contract), by :func:`chain_energy`,
+  which scores ``[C, B, N]`` labels without copying the potentials C times; any other energy (or
+  ``use_potentials=False``) is called as ``energy.energy(repeat_batch(batch, C), y.view(C*B, N))``:
+  :func:`repeat_batch` tiles every per-instance tensor of the batch along dim 0 (row ``c*B + b`` is
+  instance ``b``), once per ``init``.
+
+State (:class:`ChainState`). ``C`` chains for each of ``B`` instances of padded length ``N``:
+
+    y       long [C, B, N]   current labels; 0 at masked positions (they never move)
+    energy  [C, B]           E(x_b, y[c, b]), cached (never stale: recomputed after each Gibbs sweep)
+    mask    bool [B, N]      left-aligned, from the potentials, ``batch.mask`` or ``init(mask=...)``
+
+``step(state) -> (state', stats)`` returns a new state (the old one is not modified; the
+generator is shared and advances) and per-chain float stats [C, B]: ``accepted`` (1 if the MH
+proposal was accepted; Gibbs always accepts), ``changed`` (1 if ``y`` differs from before the step)
+and, for Gibbs, ``site_changes`` (the fraction of the sweep's site updates that changed a label).
+
+Initial state (``init``): ``"uniform"`` (every valid label i.i.d. uniform, so the initial law is
+uniform over labelings), ``"zeros"``, or an explicit ``y0`` [B, N] / [C, B, N] passed to ``init``.
+Randomness comes from one ``torch.Generator`` seeded from the config (``seed``), on the labels'
+device, so a run is reproducible.
+
+Cost per step (``C`` chains, ``B`` instances, length ``N``, ``L`` labels): Gibbs ``O(C B N L)``
+time (one sweep = N vectorised site updates plus one energy evaluation); memory ``O(C B (N + L))``
+beyond the potentials. MH: one energy evaluation of ``C*B`` sequences (``O(C B N)`` for a chain
+energy) plus ``O(C B)``; the repeated batch costs ``C`` times the batch's memory (non-chain
+energies only). Python loops run over sequence positions and steps, never over chains or the batch.
+
+References: N. Metropolis, A. Rosenbluth, M. Rosenbluth, A. Teller, E. Teller (1953), Equation of
+state calculations by fast computing machines. W. K. Hastings (1970), Monte Carlo sampling methods
+using Markov chains and their applications. S. Geman, D. Geman (1984), Stochastic relaxation,
+Gibbs distributions, and the Bayesian restoration of images. G. Roberts, J. Rosenthal (2004),
+General state space Markov chains and MCMC algorithms (systematic vs random scan).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+from torch import Tensor
+
+from components.energies.base import ChainEnergy, ChainPotentials, Energy, conforms, require
+from components.registry import Registry
+
+__all__ = ["ChainState", "Sampler", "SAMPLERS", "GibbsChainConfig", "GibbsChain", "MHUniformConfig",
+           "MHUniform", "site_logits", "mh_log_accept", "chain_energy", "repeat_batch", "run_chains"]
+
+
+# ------------------------------------------------------------------------------------------------
+# State and protocol
+# ------------------------------------------------------------------------------------------------
+
+@dataclass
+class ChainState:
+    """``C`` chains for each of ``B`` instances (see the module docstring for shapes)."""
+
+    y: Tensor                              # long [C, B, N], 0 at masked positions
+    energy: Tensor                         # [C, B], E of the current y
+    batch: Any                             # the batch the energy is evaluated on
+    energy_fn: Any                         # the Energy
+    mask: Tensor                           # bool [B, N]
+    n_labels: int
+    temperature: float
+    generator: torch.Generator
+    step: int = 0
+    potentials: ChainPotentials | None = None   # set when the energy is evaluated from potentials
+    tiled_batch: Any = None                # repeat_batch(batch, C) for the general energy path
+
+    @property
+    def n_chains(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def lengths(self) -> Tensor:
+        """long [B] valid length of each instance."""
+        return self.mask.sum(1)
+
+
+class Sampler(Protocol):
+    """A Markov kernel over label sequences, run on many chains at once."""
+
+    needs: type
+
+    def init(self, energy: Any, batch: Any, n_chains: int) -> ChainState: ...
+
+    def step(self, state: ChainState) -> tuple[ChainState, dict[str, Tensor]]: ...
+
+
+# ------------------------------------------------------------------------------------------------
+# Pure pieces (the tests build exact kernels from these)
+# ------------------------------------------------------------------------------------------------
+
+def site_logits(p: ChainPotentials, y: Tensor, t: Tensor, temperature: float = 1.0) -> Tensor:
+    """Logits [C, B, L] of the Gibbs conditional ``p(y_t | y_{-t})`` at position ``t[c, b]``.
+
+    ``(U_t[l] + W_{t-1}[y_{t-1}, l] + W_t[l, y_{t+1}]) / T`` with the neighbour terms dropped past
+    either end of sequence b (its valid length). ``y`` long [C, B, N]; ``t`` long [C, B] (or an int)
+    with ``0 <= t < n_b`` where the result is used (rows with ``t`` past the end are meaningless).
+    """
+    U, W, mask = p.unary, p.transition, p.mask
+    C, B, N = y.shape
+    t = torch.as_tensor(t, dtype=torch.long, device=y.device).expand(C, B)
+    b = torch.arange(B, device=y.device).expand(C, B)
+    logits = U[b, t]                                                    # [C, B, L]
+    if N > 1:
+        tl = (t - 1).clamp_min(0)
+        tr = (t + 1).clamp_max(N - 1)
+        y_prev = y.gather(2, tl[..., None])[..., 0]                     # [C, B]
+        y_next = y.gather(2, tr[..., None])[..., 0]
+        if W.dim() == 2:
+            left = W[y_prev]                                            # W[y_{t-1}, :]
+            right = W.t()[y_next]                                       # W[:, y_{t+1}]
+        else:
+            left = W[b, tl, y_prev]                                     # [C, B, L]
+            right = W[b, t.clamp_max(N - 2), :, y_next]                 # edge t -> t+1; [C, B, L]
+        has_left = (t >= 1)[..., None]
+        has_right = ((t + 1 < N) & mask[b, tr])[..., None]
+        # where, not multiplication: a -inf potential (a forbidden transition) times 0 is nan.
+        logits = logits + torch.where(has_left, left, torch.zeros_like(left))
+        logits = logits + torch.where(has_right, right, torch.zeros_like(right))
+    return logits / temperature
+
+
+def mh_log_accept(energy: Tensor, proposed_energy: Tensor, temperature: float = 1.0) -> Tensor:
+    """log of the Metropolis acceptance probability ``min(1, exp((E(y) - E(y')) / T))`` (elementwise)."""
+    return ((energy - proposed_energy) / temperature).clamp_max(0.0)
+
+
+def chain_energy(p: ChainPotentials, y: Tensor) -> Tensor:
+    """``E(y) = -score(p, y)`` [C, B] for labels ``y`` long [C, B, N] (C label sequences per instance).
+
+    Equal to ``p.energy(y[c])`` for each ``c`` (``linear_chain.score``), but gathers from the
+    potentials directly so per-position transitions [B, N-1, L, L] are not copied C times.
+    """
+    U, W, mask = p.unary, p.transition, p.mask
+    C, B, N = y.shape
+    y = y.masked_fill(~mask, 0)
+    u = U.expand(C, *U.shape).gather(3, y[..., None])[..., 0]            # [C, B, N]
+    s = torch.where(mask, u, torch.zeros_like(u)).sum(2)
+    if N > 1:
+        if W.dim() == 2:
+            w = W[y[..., :-1], y[..., 1:]]                               # [C, B, N-1]
+        else:
+            b = torch.arange(B, device=y.device)[None, :, None]
+            t = torch.arange(N - 1, device=y.device)[None, None, :]
+            w = W[b, t, y[..., :-1], y[..., 1:]]
+        edge = mask[:, 1:]
+        s = s + torch.where(edge, w, torch.zeros_like(w)).sum(2)
+    return -s
+
+
+def repeat_batch(batch: Any, times: int, batch_size: int) -> Any:
+    """``batch`` with every per-instance tensor (leading dim ``batch_size``) repeated ``times``
+    along dim 0, so row ``c * batch_size + b`` is instance ``b``.
+
+    Works on ``None``, a tensor, a dataclass (``dataclasses.replace`` over its tensor fields), a
+    mapping, or a tuple/list of those; other fields (and tensors whose leading dim is not
+    ``batch_size``, e.g. shared parameters) are kept as they are. Anything else is a ``TypeError``.
+    """
+    def rep(v: Any) -> Any:
+        if isinstance(v, Tensor):
+            if v.dim() >= 1 and v.shape[0] == batch_size:
+                return v.repeat(times, *([1] * (v.dim() - 1)))
+            return v
+        return v
+
+    if batch is None:
+        return None
+    if isinstance(batch, Tensor):
+        return rep(batch)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        changes = {f.name: rep(getattr(batch, f.name)) for f in dataclasses.fields(batch)
+                   if f.init and isinstance(getattr(batch, f.name), Tensor)}
+        return dataclasses.replace(batch, **changes)
+    if isinstance(batch, Mapping):
+        return type(batch)({k: rep(v) for k, v in batch.items()})
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(rep(v) for v in batch)
+    raise TypeError(f"repeat_batch: cannot repeat a batch of type {type(batch).__name__}; expected None, "
+                    "a Tensor, a dataclass, a mapping or a tuple/list of tensors")
+
+
+# ------------------------------------------------------------------------------------------------
+# Shared machinery
+# ------------------------------------------------------------------------------------------------
+
+_INITS = ("uniform", "zeros")
+
+
+def _check_common(name: str, seed: int, init: str, temperature: float) -> None:
+    if init not in _INITS:
+        raise ValueError(f"{name}.init must be one of {_INITS}, got {init!r}")
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"{name}.temperature must be finite and > 0, got {temperature}")
+    if not isinstance(seed, int):
+        raise ValueError(f"{name}.seed must be an int, got {seed!r}")
+
+
+def _resolve_mask(energy: Any, batch: Any, p: ChainPotentials | None, mask: Tensor | None, who: str) -> Tensor:
+    if mask is None and p is not None:
+        mask = p.mask
+    if mask is None:
+        mask = batch.get("mask") if isinstance(batch, Mapping) else getattr(batch, "mask", None)
+    if not isinstance(mask, Tensor):
+        raise ValueError(f"{who}: cannot tell the valid positions: pass init(..., mask=bool [B, N]) or a batch "
+                         f"with a .mask tensor (energy {type(energy).__name__}, batch {type(batch).__name__})")
+    if mask.dim() != 2 or mask.dtype != torch.bool:
+        raise ValueError(f"{who}: mask must be bool [B, N], got {mask.dtype} {list(mask.shape)}")
+    if mask.shape[0] == 0 or mask.shape[1] == 0:
+        raise ValueError(f"{who}: mask is empty, shape {list(mask.shape)}")
+    n = mask.sum(1)
+    ar = torch.arange(mask.shape[1], device=mask.device)
+    if not bool((n >= 1).all()) or not bool((mask == (ar[None] < n[:, None])).all()):
+        raise ValueError(f"{who}: mask must be left-aligned with every sequence of length >= 1")
+    return mask
+
+
+def _resolve_labels(energy: Any, p: ChainPotentials | None, n_labels: int | None, cfg_labels: int, who: str) -> int:
+    for L in (n_labels, cfg_labels or None, p.n_labels if p is not None else None, getattr(energy, "n_labels", None)):
+        if L is not None:
+            if int(L) < 1:
+                raise ValueError(f"{who}: n_labels must be >= 1, got {L}")
+            return int(L)
+    raise ValueError(f"{who}: cannot tell the number of labels of {type(energy).__name__}: set the config's "
+                     "n_labels, pass init(..., n_labels=L), or give the energy an n_labels attribute")
+
+
+def _initial_labels(init: str, y0: Tensor | None, C: int, mask: Tensor, L: int, g: torch.Generator,
+                    who: str) -> Tensor:
+    B, N = mask.shape
+    if y0 is not None:
+        y0 = torch.as_tensor(y0, device=mask.device)
+        if y0.dtype in (torch.bool,) or y0.is_floating_point() or y0.is_complex():
+            raise ValueError(f"{who}: y0 must hold integer labels, got {y0.dtype}")
+        if y0.shape == (B, N):
+            y0 = y0.expand(C, B, N)
+        if y0.shape != (C, B, N):
+            raise ValueError(f"{who}: y0 must have shape [B, N] = {[B, N]} or [C, B, N] = {[C, B, N]}, "
+                             f"got {list(y0.shape)}")
+        y = y0.long().masked_fill(~mask, 0)
+        if bool(((y < 0) | (y >= L)).any()):
+            raise ValueError(f"{who}: y0 has labels outside [0, {L}) at valid positions")
+        return y.clone()
+    if init == "zeros":
+        return torch.zeros(C, B, N, dtype=torch.long, device=mask.device)
+    y = torch.randint(0, L, (C, B, N), generator=g, device=mask.device)
+    return y.masked_fill(~mask, 0)
+
+
+def _uniform_position(lengths: Tensor, C: int, g: torch.Generator) -> Tensor:
+    """long [C, B]: a position drawn uniformly from {0, ..., n_b - 1}, independently per chain."""
+    u = torch.rand((C, lengths.shape[0]), generator=g, device=lengths.device, dtype=torch.float64)
+    return (u * lengths).long().clamp_max(lengths - 1)
+
+
+def _gumbel_argmax(logits: Tensor, g: torch.Generator) -> Tensor:
+    u = torch.rand(logits.shape, generator=g, device=logits.device, dtype=torch.float64)
+    gumbel = -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
+    return (logits.double() + gumbel).argmax(-1)
+
+
+class _Base:
+    needs: type = Energy
+    name = ""
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    @torch.no_grad()
+    def init(self, energy: Any, batch: Any, n_chains: int, *, mask: Tensor | None = None,
+             n_labels: int | None = None, y0: Tensor | None = None) -> ChainState:
+        """``n_chains`` chains per instance of ``batch``. ``mask`` bool [B, N] (default: the
+        potentials' or ``batch.mask``), ``n_labels`` (default: config, potentials or
+        ``energy.n_labels``) and ``y0`` [B, N] | [C, B, N] (default: the config's ``init``)."""
+        who = f"sampler {self.name!r}"
+        require(energy, self.needs, who)
+        if not (isinstance(n_chains, int) and n_chains >= 1):
+            raise ValueError(f"{who}: n_chains must be an int >= 1, got {n_chains!r}")
+        p = None
+        if conforms(energy, ChainEnergy) and self._use_potentials():
+            p = energy.potentials(batch).detach()
+        mask = _resolve_mask(energy, batch, p, mask, who)
+        L = _resolve_labels(energy, p, n_labels, getattr(self.cfg, "n_labels", 0), who)
+        g = torch.Generator(device=mask.device)
+        g.manual_seed(self.cfg.seed)
+        y = _initial_labels(self.cfg.init, y0, n_chains, mask, L, g, who)
+        tiled = None if p is not None else repeat_batch(batch, n_chains, mask.shape[0])
+        state = ChainState(y=y, energy=y.new_zeros(()), batch=batch, energy_fn=energy, mask=mask, n_labels=L,
+                           temperature=float(self.cfg.temperature), generator=g, potentials=p, tiled_batch=tiled)
+        state.energy = _evaluate(state, y)
+        return state
+
+    def _use_potentials(self) -> bool:
+        return True
+
+
+def _evaluate(state: ChainState, y: Tensor) -> Tensor:
+    """E [C, B] of labels y [C, B, N]: from the potentials, or one call on the tiled batch."""
+    if state.potentials is not None:
+        return chain_energy(state.potentials, y)
+    C, B, N = y.shape
+    e = state.energy_fn.energy(state.tiled_batch, y.reshape(C * B, N))
+    if not isinstance(e, Tensor) or e.shape != (C * B,):
+        raise ValueError(f"{type(state.energy_fn).__name__}.energy on a batch repeated {C} times returned "
+                         f"{getattr(e, 'shape', type(e).__name__)}; expected [{C * B}] (does the batch "
+                         "repeat along dim 0? see mcmc.repeat_batch)")
+    return e.detach().view(C, B)
+
+
+# ------------------------------------------------------------------------------------------------
+# Samplers
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GibbsChainConfig:
+    seed: int = 0
+    init: Literal["uniform", "zeros"] = "uniform"
+    temperature: float = 1.0                    # target ∝ exp(-E / T)
+    scan: Literal["systematic", "random"] = "systematic"
+
+    def __post_init__(self):
+        _check_common("GibbsChainConfig", self.seed, self.init, self.temperature)
+        if self.scan not in ("systematic", "random"):
+            raise ValueError(f"GibbsChainConfig.scan must be 'systematic' or 'random', got {self.scan!r}")
+
+
+class GibbsChain(_Base):
+    """Single-site Gibbs sweeps for a ChainEnergy (systematic or random scan)."""
+
+    needs = ChainEnergy
+    name = "gibbs_chain"
+
+    def __init__(self, cfg: GibbsChainConfig = GibbsChainConfig()):
+        super().__init__(cfg)
+
+    @torch.no_grad()
+    def step(self, state: ChainState) -> tuple[ChainState, dict[str, Tensor]]:
+        p, mask, g = state.potentials, state.mask, state.generator
+        y0 = state.y
+        y = y0.clone()
+        C, B, N = y.shape
+        lengths = state.lengths
+        flips = torch.zeros(C, B, device=y.device)
+        for r in range(N):
+            if self.cfg.scan == "systematic":
+                t = torch.full((C, B), r, dtype=torch.long, device=y.device)
+            else:
+                t = _uniform_position(lengths, C, g)
+            active = (r < lengths).expand(C, B)
+            new = _gumbel_argmax(site_logits(p, y, t, state.temperature), g)
+            old = y.gather(2, t[..., None])[..., 0]
+            new = torch.where(active, new, old)
+            flips += (new != old).float()
+            y.scatter_(2, t[..., None], new[..., None])
+        energy = chain_energy(p, y)
+        changed = (y != y0).any(2).float()
+        stats = {"accepted": torch.ones(C, B, device=y.device), "changed": changed,
+                 "site_changes": flips / lengths.float()}
+        return dataclasses.replace(state, y=y, energy=energy, step=state.step + 1), stats
+
+
+@dataclass(frozen=True)
+class MHUniformConfig:
+    seed: int = 0
+    init: Literal["uniform", "zeros"] = "uniform"
+    temperature: float = 1.0                    # target ∝ exp(-E / T)
+    n_labels: int = 0                           # 0: from the potentials or energy.n_labels
+    use_potentials: bool = True                 # ChainEnergy: evaluate E from potentials computed once
+
+    def __post_init__(self):
+        _check_common("MHUniformConfig", self.seed, self.init, self.temperature)
+        if self.n_labels < 0:
+            raise ValueError(f"MHUniformConfig.n_labels must be >= 0, got {self.n_labels}")
+
+
+class MHUniform(_Base):
+    """Metropolis–Hastings with a uniform single-site proposal, for any Energy."""
+
+    needs = Energy
+    name = "mh_uniform"
+
+    def __init__(self, cfg: MHUniformConfig = MHUniformConfig()):
+        super().__init__(cfg)
+
+    def _use_potentials(self) -> bool:
+        return self.cfg.use_potentials
+
+    @torch.no_grad()
+    def step(self, state: ChainState) -> tuple[ChainState, dict[str, Tensor]]:
+        g, L = state.generator, state.n_labels
+        y = state.y
+        C, B, N = y.shape
+        t = _uniform_position(state.lengths, C, g)
+        old = y.gather(2, t[..., None])[..., 0]
+        if L > 1:
+            shift = 1 + torch.randint(0, L - 1, (C, B), generator=g, device=y.device)
+            new = (old + shift) % L                     # uniform over the L - 1 other labels
+        else:
+            new = old
+        proposal = y.scatter(2, t[..., None], new[..., None])
+        e_prop = _evaluate(state, proposal)
+        log_a = mh_log_accept(state.energy, e_prop, state.temperature)
+        u = torch.rand((C, B), generator=g, device=y.device, dtype=torch.float64)
+        accept = u < log_a.double().exp()               # P(accept) = min(1, exp(-dE / T)); nan -> reject
+        y_next = torch.where(accept[..., None], proposal, y)
+        e_next = torch.where(accept, e_prop, state.energy)
+        stats = {"accepted": accept.float(), "changed": (accept & (new != old)).float()}
+        return dataclasses.replace(state, y=y_next, energy=e_next, step=state.step + 1), stats
+
+
+SAMPLERS = Registry("sampler")
+SAMPLERS.register("gibbs_chain", GibbsChainConfig, lambda cfg: GibbsChain(cfg),
+                  doc="single-site Gibbs (systematic or random scan) for a ChainEnergy", needs=ChainEnergy)
+SAMPLERS.register("mh_uniform", MHUniformConfig, lambda cfg: MHUniform(cfg),
+                  doc="Metropolis-Hastings, uniform single-site proposal, for any Energy", needs=Energy)
+
+
+def run_chains(sampler: Sampler, energy: Any, batch: Any, *, n_chains: int, n_steps: int,
+               callback: Callable[[int, ChainState, dict[str, Tensor]], None] | None = None,
+               **init_kwargs: Any) -> tuple[ChainState, dict[str, Tensor]]:
+    """``init`` then ``n_steps`` steps; returns the final state and each stat's mean over the steps
+    [C, B] (empty dict if ``n_steps == 0``). ``callback(i, state, stats)`` after each step (progress)."""
+    state = sampler.init(energy, batch, n_chains, **init_kwargs)
+    sums: dict[str, Tensor] = {}
+    for i in range(n_steps):
+        state, stats = sampler.step(state)
+        for k, v in stats.items():
+            sums[k] = sums[k] + v if k in sums else v.clone()
+        if callback is not None:
+            callback(i, state, stats)
+    return state, {k: v / n_steps for k, v in sums.items()}

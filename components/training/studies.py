@@ -1,0 +1,328 @@
+"""The Shevchenko & Osokin scaling study as components: its tasks, its design and one run.
+
+``STUDY_TASKS`` (a :class:`~components.registry.Registry`) defines the study's tasks; each entry
+has its frozen config (``OcrStudyConfig`` ...) and ``make(cfg)`` returns a :class:`StudyTask`
+whose ``build(run, prepared)`` gives one run's :class:`RunData` (train/dev/test splits, the fixed
+training subset D, the unscaled energy and the ``StructuredTask`` that trains and scores it).
+Meta ``structure`` ("chain" | "grid") names the objectives of ``OBJECTIVES`` a task trains with.
+
+- ``ocr``: OCR letters, LeNet unaries + 26x26 pairwise chain CRF; fold ``select_fold`` is the
+  validation fold (stopping rule, LR schedule), each test fold trains on the other eight folds;
+  metric: letter accuracy averaged per word.
+- ``tagging``: a prepared tagging task (default the Greek NT POS task) with context-free MLP
+  unaries — the paper's chunking setup where scaling breaks; its own train/dev/test split; metric:
+  pooled token accuracy.
+- ``snakes``: the Gaussian CRF (UNet unaries and pixel embeddings) on the snakes grids; a seeded
+  ``dev_fraction`` of the training grids is the dev set; metric: per-grid accuracy on non-background.
+
+A run is a dict ``{kind, task, objective, procedure, last_activation, alpha, fold, seed}`` from
+:func:`design`. Its ``procedure`` names a training procedure and a scaling method of ``SCALINGS``
+(:data:`PROCEDURES`): ``unary``/``stage``/``joint`` train unscaled; every other scaling method is a
+joint-training procedure of its own name, with ``fixed`` as ``fixed_alpha`` (its alpha varies per
+run, Fig. 1a). Each task's ``methods`` configures the methods by ``SCALINGS`` name (the paper
+tunes them on validation data). :func:`train_and_evaluate` trains one run and returns its record
+(the input of ``components.reports.shevchenko_osokin``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from components.config import ConfigError
+from components.data.grids import GridSet, read_grids
+from components.data.ocr import cv_split, read_ocr_words, subsample
+from components.data.sampling import subsample_indices
+from components.data.tasks import load_tagging_task
+from components.energies.gcrf import GCRFConfig, GaussianCRF
+from components.energies.unary_pairwise import UnaryPairwiseCRF
+from components.models.lenet import LeNetConfig, LeNetUnary
+from components.models.mlp import MLPUnary, MLPUnaryConfig
+from components.registry import Registry
+from components.training import OBJECTIVES, objectives_for
+from components.training.scaling import SCALINGS, ScaledModel
+from components.training.structured import (ChainTask, GridTask, ProcedureConfig, StructuredTask, evaluate,
+                                            train_procedure)
+
+# procedure name in the tables -> (training procedure, scaling method of SCALINGS)
+PROCEDURES: dict[str, tuple[str, str]] = {
+    "unary": ("unary", "none"), "stage": ("stage", "none"), "joint": ("joint", "none"),
+    **{m: ("joint", m) for m in SCALINGS if m not in ("none", "fixed")},
+    "fixed_alpha": ("joint", "fixed")}
+
+
+# -- configs -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StudyTaskConfig:
+    """What every task of the study shares: which runs, how each phase trains, the methods' settings."""
+    runs: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"marginal_ce": ("unary", "stage", "joint", "online", "offline", "offline_reg")})
+    fixed_alphas: tuple[float, ...] = ()      # extra joint runs at a fixed alpha (first objective)
+    sigmoid: tuple[str, ...] = ()             # procedures re-run with the sigmoid last activation
+    procedure: ProcedureConfig = ProcedureConfig()
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)   # SCALINGS name -> its config
+
+    def scaling(self, name: str, where: str = "methods") -> Any:
+        """The config of scaling method ``name``: ``methods[name]`` read strictly over its defaults."""
+        SCALINGS.check(name, where)
+        return SCALINGS.config(name, self.methods.get(name), where=f"{where}.{name}")
+
+
+@dataclass(frozen=True)
+class OcrStudyConfig(StudyTaskConfig):
+    path: str = "ocr_letters/letters.parquet"      # under base.prepared_dir
+    select_fold: int = 0
+    test_folds: tuple[int, ...] = (1,)
+    max_train_words: int = 0                        # 0 = the eight training folds in full
+    max_dev_words: int = 0                          # 0 = the whole validation fold
+    model: LeNetConfig = LeNetConfig()
+    pairwise_init_std: float = 0.1
+
+
+@dataclass(frozen=True)
+class TaggingStudyConfig(StudyTaskConfig):
+    task: str = "greek_pos"                         # a prepared tagging task
+    max_train_sentences: int = 0
+    model: MLPUnaryConfig = MLPUnaryConfig()
+    pairwise_init_std: float = 0.1
+
+
+@dataclass(frozen=True)
+class GridStudyConfig(StudyTaskConfig):
+    path: str = "snakes"                            # folder with train.parquet, test.parquet
+    dev_fraction: float = 0.2                       # of the training grids, seeded
+    ignore_label: int = 0                           # left out of the metric (background)
+    model: GCRFConfig = GCRFConfig()
+
+
+@dataclass(frozen=True)
+class ScalingStudyConfig:
+    """The study (the ``scaling`` params section less its sweep settings, which the flow adds).
+    ``ocr``, ``tagging``, ``snakes``: the config of each ``STUDY_TASKS`` entry, by name."""
+    tasks: tuple[str, ...] = ("ocr", "tagging", "snakes")
+    seeds: tuple[int, ...] = (0,)
+    eval_batch_size: int = 256
+    ocr: OcrStudyConfig = OcrStudyConfig()
+    tagging: TaggingStudyConfig = TaggingStudyConfig()
+    snakes: GridStudyConfig = GridStudyConfig()
+    report_dir: str = "reports/shevchenko_osokin"
+    report_objective: str = "marginal_ce"           # the objective of figures 1a-1c
+
+    def task(self, kind: str) -> "StudyTask":
+        """The built ``STUDY_TASKS`` entry ``kind`` with its config from this section."""
+        STUDY_TASKS.check(kind, "scaling.tasks")
+        return STUDY_TASKS.build(kind, getattr(self, kind))
+
+
+# -- tasks -------------------------------------------------------------------------------------
+@dataclass
+class RunData:
+    """One run's data and model: splits (each with ``batches(size, shuffle=, seed=)``, ``subset``
+    and ``len``), D = a seeded part of ``train`` (online scaling's alpha selection and the ratio
+    curves), the unscaled energy and the task that trains and scores it."""
+    train: Any
+    dev: Any
+    test: Any
+    subset: Any
+    energy: torch.nn.Module
+    task: StructuredTask
+
+
+class StudyTask:
+    """A study task built from its config; subclasses load their data and build their energy."""
+    activation_switch = True          # the unary network has a last-activation switch (Table 1 sigmoid)
+
+    def __init__(self, cfg: StudyTaskConfig):
+        self.cfg = cfg
+
+    @property
+    def dataset(self) -> str | None:
+        """The data set's name in the records, where it is not the task's registry name."""
+        return None
+
+    @property
+    def folds(self) -> tuple[int, ...]:
+        return (0,)
+
+    @property
+    def base_activation(self) -> str:
+        return self.cfg.model.last_activation
+
+    def required(self, prepared: Path) -> Path:
+        """A prepared file the task reads (its absence is reported before any work starts)."""
+        raise NotImplementedError
+
+    def splits(self, run: dict[str, Any], prepared: Path) -> tuple[Any, Any, Any, torch.nn.Module, StructuredTask]:
+        raise NotImplementedError
+
+    def build(self, run: dict[str, Any], prepared: Path) -> RunData:
+        train, dev, test, energy, task = self.splits(run, Path(prepared))
+        n_sub = self.cfg.scaling("online").subset_size(len(train))
+        return RunData(train, dev, test, train.subset(subsample_indices(len(train), n_sub, run["seed"] + 1)),
+                       energy, task)
+
+
+class OcrStudy(StudyTask):
+    @property
+    def folds(self):
+        return tuple(self.cfg.test_folds)
+
+    def required(self, prepared):
+        return Path(prepared) / self.cfg.path
+
+    def splits(self, run, prepared):
+        t, seed = self.cfg, run["seed"]
+        words = read_ocr_words(prepared / t.path)
+        train, test = cv_split(words, run["fold"], select_fold=t.select_fold)
+        train = subsample(train, t.max_train_words, seed)
+        dev = subsample(words.subset(np.flatnonzero(words.folds == t.select_fold)), t.max_dev_words, 0)
+        net = LeNetUnary(replace(t.model, last_activation=run["last_activation"]), seed=seed)
+        energy = UnaryPairwiseCRF(net, 26, init_std=t.pairwise_init_std, seed=seed)
+        return train, dev, test, energy, ChainTask(run["objective"], metric="per_example")
+
+
+class TaggingStudy(StudyTask):
+    @property
+    def dataset(self):
+        return self.cfg.task
+
+    def required(self, prepared):
+        return Path(prepared) / self.cfg.task / "meta.json"
+
+    def splits(self, run, prepared):
+        t, seed = self.cfg, run["seed"]
+        tt = load_tagging_task(prepared / t.task, max_train_sentences=t.max_train_sentences, seed=seed)
+        n_labels = len(tt.vocabs["label"])
+        net = MLPUnary(replace(t.model, last_activation=run["last_activation"]), len(tt.vocabs["word"]),
+                       len(tt.vocabs["char"]), tt.feat_sizes, n_labels,
+                       pretrained_ids=tt.glove_ids, pretrained=tt.glove_vectors, seed=seed)
+        energy = UnaryPairwiseCRF(net, n_labels, init_std=t.pairwise_init_std, seed=seed)
+        return tt.train, tt.dev, tt.test, energy, ChainTask(run["objective"], metric="pooled")
+
+
+class GridStudy(StudyTask):
+    activation_switch = False         # the UNet has no last-activation switch
+
+    @property
+    def base_activation(self):
+        return "none"
+
+    def required(self, prepared):
+        return Path(prepared) / self.cfg.path / "train.parquet"
+
+    def splits(self, run, prepared):
+        t, seed = self.cfg, run["seed"]
+        full = GridSet(read_grids(prepared / t.path / "train.parquet"))
+        test = GridSet(read_grids(prepared / t.path / "test.parquet"))
+        # a seeded permutation: its head is the dev set (in that order), the rest trains
+        order = np.random.default_rng(seed).permutation(len(full))
+        n_dev = max(1, int(round(t.dev_fraction * len(full))))
+        dev, train = full.subset(order[:n_dev]), full.subset(np.sort(order[n_dev:]))
+        energy = GaussianCRF(int(full.x.shape[1]), int(full.y.max()) + 1, t.model, seed=seed)
+        return train, dev, test, energy, GridTask(energy, ignore_label=t.ignore_label, objective=run["objective"])
+
+
+STUDY_TASKS = Registry("study task")
+STUDY_TASKS.register("ocr", OcrStudyConfig, OcrStudy, structure="chain",
+                     doc="OCR letters: LeNet unaries + pairwise chain CRF, cross-validation folds")
+STUDY_TASKS.register("tagging", TaggingStudyConfig, TaggingStudy, structure="chain",
+                     doc="a prepared tagging task: MLP unaries + pairwise chain CRF")
+STUDY_TASKS.register("snakes", GridStudyConfig, GridStudy, structure="grid",
+                     doc="snakes grids: the Gaussian CRF (UNet unaries and embeddings)")
+
+
+# -- design ------------------------------------------------------------------------------------
+def design(cfg: ScalingStudyConfig) -> list[dict[str, Any]]:
+    """The grid: one dict per (task, objective, procedure, last activation, alpha, fold, seed).
+    Validates every name (tasks, objectives, procedures, methods) before any work starts."""
+    OBJECTIVES.check(cfg.report_objective, "scaling.report_objective")
+    rows = []
+    runnable = sorted(set(PROCEDURES) - {"fixed_alpha"})
+    for kind in cfg.tasks:
+        task = cfg.task(kind)
+        t = task.cfg
+        for name in t.methods:
+            t.scaling(name, where=f"scaling.{kind}.methods")
+        if not t.runs:
+            raise ConfigError(f"scaling.{kind}.runs is empty")
+        structure = STUDY_TASKS[kind].meta["structure"]
+        act = task.base_activation
+        first = next(iter(t.runs))
+        variants = []
+        for objective, procs in t.runs.items():
+            OBJECTIVES.check(objective, f"scaling.{kind}.runs")
+            if OBJECTIVES[objective].meta["structure"] != structure:
+                raise ConfigError(f"scaling.{kind}.runs: objective {objective!r} does not serve {structure} models; "
+                                  f"this task trains with {list(objectives_for(structure))}")
+            for proc in procs:
+                if proc not in runnable:
+                    raise ConfigError(f"scaling.{kind}.runs.{objective}: procedure {proc!r} is not one of "
+                                      f"{runnable} (fixed alphas go in fixed_alphas)")
+                variants.append((objective, proc, act, 1.0))
+        variants += [(first, "fixed_alpha", act, float(a)) for a in t.fixed_alphas]
+        if t.sigmoid and not task.activation_switch:
+            raise ConfigError(f"scaling.{kind}.sigmoid: this task's unary network has no last-activation switch")
+        variants += [(first, p, "sigmoid", 1.0) for p in t.sigmoid]
+        for objective, proc, a, alpha in variants:
+            for fold in task.folds:
+                for seed in cfg.seeds:
+                    rows.append({"kind": kind, "task": task.dataset or kind, "objective": objective, "procedure": proc,
+                                 "last_activation": a, "alpha": alpha, "fold": int(fold), "seed": int(seed)})
+    return rows
+
+
+def missing_inputs(cfg: ScalingStudyConfig, prepared: Path) -> list[str]:
+    """One message per task whose prepared data is absent."""
+    out = []
+    for kind in cfg.tasks:
+        path = cfg.task(kind).required(Path(prepared))
+        if not path.exists():
+            out.append(f"scaling.{kind}: {path} not found (is it prepared? run `dvc repro prepare`)")
+    return out
+
+
+def scaling_for(run: dict[str, Any], t: StudyTaskConfig) -> tuple[str, Any]:
+    """(scaling method name, its config) of a run; a ``fixed_alpha`` run's alpha is the run's own."""
+    method = PROCEDURES[run["procedure"]][1]
+    cfg = t.scaling(method)
+    if method == "fixed":
+        cfg = dataclasses.replace(cfg, alpha=float(run["alpha"]))
+    return method, cfg
+
+
+# -- one run -----------------------------------------------------------------------------------
+def _on(source: Any, device: Any, batch_size: int) -> Callable[..., Iterator[Any]]:
+    """A ``() -> batches`` of ``source`` moved to ``device`` (for dev, D and test)."""
+    return lambda *a: (b.to(device) for b in source.batches(batch_size))
+
+
+def train_and_evaluate(run: dict[str, Any], cfg: ScalingStudyConfig, prepared: Path, device: Any, *,
+                       on_epoch: Callable[[dict[str, Any]], None] | None = None,
+                       on_batch: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
+    """Train one run of the design by its procedure, score it on test and on D, return its record:
+    the run's keys, final alpha, test/train score (percent), minutes, epochs, sizes and the
+    per-epoch history (see ``components.reports.shevchenko_osokin``). Seeds torch with the run's seed."""
+    torch.manual_seed(run["seed"])
+    task = cfg.task(run["kind"])
+    d = task.build(run, Path(prepared))
+    method, scaling_cfg = scaling_for(run, task.cfg)
+    model = ScaledModel(d.energy, method, scaling_cfg).to(device)
+    bs = cfg.eval_batch_size
+    result = train_procedure(
+        model, d.task, PROCEDURES[run["procedure"]][0], task.cfg.procedure,
+        train_batches=lambda s, size: (b.to(device) for b in d.train.batches(size, shuffle=True, seed=s)),
+        n_train=len(d.train), dev_batches=_on(d.dev, device, bs), subset_batches=_on(d.subset, device, bs),
+        seed=run["seed"], on_epoch=on_epoch, on_batch=on_batch)
+    unary_only = run["procedure"] == "unary"
+    t0 = time.perf_counter()
+    test = evaluate(model, d.task, _on(d.test, device, bs)(), unary_only=unary_only)
+    train_score = evaluate(model, d.task, _on(d.subset, device, bs)(), unary_only=unary_only)
+    return {**{k: run[k] for k in ("task", "objective", "procedure", "last_activation", "fold", "seed")},
+            "alpha": result.alpha, "test_score": 100.0 * test, "train_score": 100.0 * train_score,
+            "train_minutes": result.minutes, "eval_seconds": time.perf_counter() - t0,
+            "epochs": result.epochs, "n_train": len(d.train), "n_test": len(d.test),
+            "device": str(device), "history": result.history}

@@ -1,0 +1,170 @@
+"""dvc.yaml lists what each stage imports, and the code keeps DESIGN.md's layering.
+
+The closure is static (``tests/dvc_deps.py``: an ``ast`` walk over every import, lazy ones
+too, with each package's ``__init__``). When a test here fails after code moved, regenerate the
+code deps with ``python -m tests.dvc_deps --write`` and review the diff (``python -m
+tests.dvc_deps <stage>`` prints one stage's closure, with the import chain of each missing file).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.config import ConfigError, get_dotted
+from tests import dvc_deps as D
+
+STAGES = D.load_stages()
+CODE_STAGES = sorted(n for n, st in STAGES.items() if D.stage_module(st) is not None)
+PARAMS = yaml.safe_load((D.ROOT / "params.yaml").read_text())
+
+
+def test_dvc_yaml_has_code_stages():
+    assert "prepare" in CODE_STAGES and "train" in CODE_STAGES
+
+
+@pytest.mark.parametrize("stage", CODE_STAGES)
+def test_stage_deps_cover_every_imported_file(stage):
+    missing = D.missing_deps(STAGES[stage])
+    assert not missing, (
+        f"dvc.yaml stage {stage!r}: deps miss {len(missing)} imported file(s):\n"
+        + "\n".join(f"  {f}   (via {' -> '.join(chain)})" for f, chain in missing.items())
+        + "\nregenerate with `python -m tests.dvc_deps --write`")
+
+
+@pytest.mark.parametrize("stage", CODE_STAGES)
+def test_stage_code_deps_are_all_imported(stage):
+    stale = D.stale_deps(STAGES[stage])
+    assert not stale, (f"dvc.yaml stage {stage!r}: code deps {stale} are imported by nothing the stage runs; "
+                       f"regenerate with `python -m tests.dvc_deps --write`")
+
+
+@pytest.mark.parametrize("stage", CODE_STAGES)
+def test_stage_params_match_the_sections_it_loads(stage):
+    """Each section the stage module loads is listed (whole or some of its keys), and no other."""
+    read = D.sections_read(D.module_file(D.stage_module(STAGES[stage])))
+    listed = {k.split(".")[0] for k in D.param_keys(STAGES[stage])} - {"base", "scales"}
+    assert read <= listed, f"dvc.yaml stage {stage!r}: params list nothing of the sections {sorted(read - listed)} it loads"
+    assert listed <= read, f"dvc.yaml stage {stage!r}: params list sections {sorted(listed - read)} it never loads"
+
+
+@pytest.mark.parametrize("stage", CODE_STAGES)
+def test_stage_params_exist_and_include_its_section(stage):
+    keys = D.param_keys(STAGES[stage])
+    for key in keys:
+        try:
+            get_dotted(PARAMS, key)
+        except ConfigError:
+            pytest.fail(f"dvc.yaml stage {stage!r}: params key {key!r} is not in params.yaml")
+    if stage in PARAMS:
+        assert any(k == stage or k.startswith(stage + ".") for k in keys), \
+            f"dvc.yaml stage {stage!r}: params list nothing of its own section {stage!r}"
+    if any(k.startswith("scales") for k in keys):
+        assert "base.scale" in keys, f"dvc.yaml stage {stage!r}: lists scales but not base.scale"
+
+
+# --------------------------------------------------------------------------------------------
+# the closure computation itself, on a small fake project
+# --------------------------------------------------------------------------------------------
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+FAKE = {
+    "components/__init__.py": "",
+    "components/a/__init__.py": "from components.a.reg import R\n",
+    "components/a/reg.py": "import numpy\nfrom ..util import helper\n",
+    "components/a/lazy.py": "def f():\n    from . import late\n",
+    "components/a/late.py": "",
+    "components/a/unused.py": "",
+    "components/a/table.json": "{}",
+    "components/a/reads.py": "from pathlib import Path\nP = Path(__file__).with_name('table.json')\n",
+    "components/util.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import components.a.unused\n",
+    "flows/__init__.py": "",
+    "flows/stages/__init__.py": "",
+    "flows/stages/common.py": "import components.a.reads\n",
+    "flows/stages/one.py": "from flows.stages.common import x\ndef run():\n    from components.a import lazy\n",
+    "flows/stages/two.py": "from flows.stages import one\nimport mlflow\nimport ray\n",
+    "components/b.py": "from flows import stages\nimport ray.tune\n",
+    "dvc.yaml": "stages:\n  one:\n    cmd: python -m flows.stages.one\n    deps:\n      - data/x\n"
+                "      - components/a\n      - flows/stages/one.py\n      - components/b.py\n"
+                "    outs:\n      - out\n  other:\n    cmd: echo hi\n",
+}
+
+
+def test_closure_follows_lazy_relative_and_package_imports(tmp_path):
+    root = _tree(tmp_path, FAKE)
+    got = {D._rel(f, root) for f in D.closure([root / "flows/stages/one.py"], root)}
+    assert got == {"flows/__init__.py", "flows/stages/__init__.py", "flows/stages/one.py", "flows/stages/common.py",
+                   "components/__init__.py", "components/a/__init__.py", "components/a/reg.py",
+                   "components/util.py", "components/a/lazy.py", "components/a/late.py",
+                   "components/a/reads.py", "components/a/table.json"}    # not unused.py (TYPE_CHECKING only)
+
+
+def test_missing_stale_and_suggested_deps(tmp_path):
+    root = _tree(tmp_path, FAKE)
+    st = D.load_stages(root)
+    assert D.stage_module(st["other"]) is None and D.stage_closure(st["other"], root) == {}
+    one = st["one"]
+    assert set(D.missing_deps(one, root)) == {"flows/__init__.py", "flows/stages/__init__.py",
+                                              "flows/stages/common.py", "components/__init__.py",
+                                              "components/util.py"}
+    assert D.missing_deps(one, root)["components/util.py"] == ("flows.stages.one", "components.a",
+                                                               "components.a.reg", "components.util")
+    assert D.stale_deps(one, root) == ["components/b.py"]
+    # components/a has an unused module, so its files are listed one by one
+    assert D.suggested_deps(one, root) == sorted([
+        "components/__init__.py", "components/a/__init__.py", "components/a/lazy.py", "components/a/late.py",
+        "components/a/reads.py", "components/a/reg.py", "components/a/table.json", "components/util.py",
+        "flows/__init__.py", "flows/stages/__init__.py", "flows/stages/common.py", "flows/stages/one.py"])
+    (root / "components/a/unused.py").unlink()
+    assert "components/a" in D.suggested_deps(one, root)
+    D.rewrite_dvc_yaml([], root)
+    st = D.load_stages(root)
+    assert D.dep_paths(st["one"])[0] == "data/x" and not D.missing_deps(st["one"], root)
+    assert not D.stale_deps(st["one"], root)
+    assert (root / "dvc.yaml").read_text().endswith("    outs:\n      - out\n  other:\n    cmd: echo hi\n")
+
+
+def test_layering_rules_are_detected(tmp_path):
+    root = _tree(tmp_path, FAKE)
+    v = D.layering_violations(root)
+    assert any(x.startswith("flows/stages/two.py:1: imports flows.stages.one: a stage module imports") for x in v)
+    assert any(x.startswith("flows/stages/two.py:2: imports mlflow: only components/tracking") for x in v)
+    assert any(x.startswith("components/b.py:1: imports flows.stages: components never import flows") for x in v)
+    assert any(x.startswith("components/b.py:2: imports ray.tune: only flows/ imports ray") for x in v)
+    assert not any("common" in x or "two.py:3" in x for x in v)       # common is shared; flows may import ray
+
+
+# --------------------------------------------------------------------------------------------
+# DESIGN.md layering, on the real tree
+# --------------------------------------------------------------------------------------------
+
+def _violations(kind: str) -> list[str]:
+    return [v for v in D.layering_violations() if kind in v]
+
+
+def test_stage_modules_do_not_import_each_other():
+    v = _violations("a stage module imports another stage")
+    assert not v, "\n".join(v)
+
+
+def test_components_never_import_flows():
+    v = _violations("components never import flows")
+    assert not v, "\n".join(v)
+
+
+def test_only_tracking_imports_mlflow():
+    v = _violations("only components/tracking imports mlflow")
+    assert not v, "\n".join(v)
+
+
+def test_only_flows_import_ray():
+    v = _violations("only flows/ imports ray")
+    assert not v, "\n".join(v)
