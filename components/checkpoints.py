@@ -10,8 +10,10 @@ since, or been overridden by the trial that won a sweep)::
      "sizes": {"n_words": .., "n_chars": .., "n_labels": ..},
      "prefix": "net."}                           # optional: the weights are a wrapper's, keep this part
 
-The builders are the registries' (``ENERGIES``) and the model constructors
-(``components.models``); embeddings are not re-read from GloVe since the weights hold them.
+:func:`components.recipes.recipe` writes a recipe (no model code needed to describe one);
+:func:`build` and :func:`load` read it with the registries' builders (``ENERGIES``) and the model
+constructors (``components.models``); embeddings are not re-read from GloVe since the weights
+hold them.
 """
 from __future__ import annotations
 
@@ -23,21 +25,10 @@ import torch
 from torch import nn
 
 from components.config import ConfigError, from_dict
+from components.recipes import KINDS
 from components.energies import ENERGIES
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 from components.models.infnets import InfNetConfig, build_infnet
-
-KINDS = ("energy", "infnet", "tagger")
-
-
-def recipe(kind: str, name: str, config: Any, sizes: dict[str, int], prefix: str = "") -> dict[str, Any]:
-    """The recipe of a model (``config`` a dataclass or a mapping)."""
-    import dataclasses
-    if kind not in KINDS:
-        raise ValueError(f"recipe: kind must be one of {KINDS}, got {kind!r}")
-    cfg = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)
-    return {"kind": kind, "name": name, "config": cfg, "sizes": dict(sizes), "prefix": prefix}
-
 
 def build(rec: dict[str, Any], where: str = "recipe") -> nn.Module:
     """An untrained module from its recipe."""

@@ -177,7 +177,8 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
                 close(fig)
                 best_hist = Path(res.best_checkpoint).parent / "history.json"
                 rows = json.loads(best_hist.read_text()) if best_hist.exists() else []
-                write_json(ctx.path(cfg.plots_dir) / f"{key}.json",
+                plot = ctx.path(cfg.plots_dir) / task / f"{variant}.json" if variant else ctx.path(cfg.plots_dir) / f"{task}.json"
+                write_json(plot,
                            [{"epoch": r["epoch"], "train_loss": r["train_loss"], "dev_score": r["dev_score"]} for r in rows])
                 ctx.tracker.log_metrics(numeric(best))
                 ctx.tracker.log_params({f"best.{k}": v for k, v in res.best_config.items()})

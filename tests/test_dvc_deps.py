@@ -168,3 +168,14 @@ def test_only_tracking_imports_mlflow():
 def test_only_flows_import_ray():
     v = _violations("only flows/ imports ray")
     assert not v, "\n".join(v)
+
+
+@pytest.mark.parametrize("stage", [s for s in CODE_STAGES if "--task" in STAGES[s]["cmd"]])
+def test_per_task_stage_params_list_every_key_of_its_section_but_tasks(stage):
+    """A ``foreach`` stage over ``<stage>.tasks`` lists the rest of its section key by key: editing
+    the task list adds or drops stages without re-running the others, and every other key still
+    re-runs them all (a key missing here would be a change that re-runs nothing)."""
+    keys = set(D.param_keys(STAGES[stage]))
+    want = {f"{stage}.{k}" for k in PARAMS[stage] if k != "tasks"}
+    assert want <= keys and f"{stage}.tasks" not in keys and stage not in keys, \
+        f"dvc.yaml stage {stage!r}: params should list {sorted(want - keys)} and not the whole section"

@@ -15,7 +15,7 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
 - Spearman correlation of search error with the perplexity of the word sequence and of the gold
   label sequence under two LSTM language models trained on the task (Sec. 6.2).
 
-Everything lands in ``metrics/approx.json`` (read by the ``report`` stage) and in MLflow.
+Everything lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow.
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import checkpoints
+from components.recipes import recipe
 from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference
 from components.inference.inference_net import InfNetObjective, InfNetTrainConfig
@@ -63,7 +64,7 @@ def _evaluate(model: NetUnderEnergy, cfg: InfNetStageConfig, variant: str, task,
 
 def _recipe(cfg: InfNetStageConfig, variant: str, task) -> dict:
     energy_name, arch, _ = parse_variant(variant)
-    return checkpoints.recipe("infnet", arch, net_config(cfg.infnet, energy_name, arch), task.sizes, prefix="net.")
+    return recipe("infnet", arch, net_config(cfg.infnet, energy_name, arch), task.sizes, prefix="net.")
 
 
 SPEC = ModelSpec(section="infnets", config=InfNetStageConfig, variants=_variants, build=_build, loss=_loss,

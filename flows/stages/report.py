@@ -1,5 +1,6 @@
-"""``report`` stage: the Tu & Gimpel (2019) tables and figure from ``metrics/approx.json``,
-with the paper's numbers beside ours, as Markdown and PNG (``reports/tu_gimpel/``), in MLflow."""
+"""``report`` stage: the Tu & Gimpel (2019) tables and figure from the ``approx`` stage's metrics
+(``metrics/approx/<task>.json``, one per task of ``approx.tasks``), with the paper's numbers beside
+ours, as Markdown and PNG (``reports/tu_gimpel/``), in MLflow."""
 from __future__ import annotations
 
 import json
@@ -16,17 +17,22 @@ from flows.stages.common import StageContext, main
 
 @dataclass(frozen=True)
 class ReportConfig:
-    approx_metrics: str = "metrics/approx.json"
+    approx_metrics: str = "metrics/approx"        # <task>.json per task of approx.tasks
     out_dir: str = "reports/tu_gimpel"
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(ReportConfig, "report", params)
     acfg = load_section(ApproxStudyConfig, "approx", params)
-    path = ctx.path(cfg.approx_metrics)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no approx results (run `dvc repro approx`)")
-    results = {k: v for k, v in json.loads(path.read_text()).items() if isinstance(v, dict)}
+    results = {}
+    for task in acfg.tasks:
+        path = ctx.path(cfg.approx_metrics) / f"{task}.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no approx results for {task!r} (run `dvc repro approx@{task}`)")
+        data = json.loads(path.read_text())
+        if task not in data:
+            raise ValueError(f"{path}: no results under {task!r} (keys {sorted(data)})")
+        results[task] = data[task]
     md, fig = report(results, acfg.arch, tuple(acfg.methods), (acfg.table1_energy, acfg.energy))
     out = ctx.path(cfg.out_dir)
     write_text(out / "README.md", md)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.checkpoints import recipe
+from components.recipes import recipe
 from components.models.encoders import BLSTMTagger
 from components.training.tagger import evaluate_tagger, token_ce_loss
 from flows.stages.common import StageContext, main

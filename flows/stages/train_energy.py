@@ -4,7 +4,7 @@ For each (task, energy) in ``train_energy.tasks`` x ``train_energy.energies``: a
 spine (:mod:`flows.task_sweeps`) training the energy with ``train_energy.objective`` (the CRF
 negative log-likelihood by default), early stopping on dev with Viterbi decoding. The best trial's
 test metrics — accuracy or span F1, the mean test energy of gold and of Viterbi outputs, and
-decoding speed — go to MLflow and ``metrics/train_energy.json``; its weights to
+decoding speed — go to MLflow and ``metrics/train_energy/<task>.json``; its weights to
 ``models/energy/<task>/<energy>/`` for the approximate-inference studies.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.checkpoints import recipe
+from components.recipes import recipe
 from components.energies import ENERGIES
 from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference

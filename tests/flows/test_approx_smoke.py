@@ -31,7 +31,7 @@ def test_approx_study_end_to_end(tiny_root):
     try:
         run_stage("train_energy", train_energy.run, params, root)
         run_stage("infnets", infnets.run, params, root)
-        m = run_stage("approx", approx.run, params, root)["pos"]
+        m = run_stage("approx", approx.run, params, root, task="pos")["pos"]
     finally:
         ray.shutdown()
     vit = m["blstm_crf_plus.viterbi"]
@@ -49,4 +49,4 @@ def test_approx_study_end_to_end(tiny_root):
     run_stage("report", report.run, params, root)
     md = (root / "reports/tu_gimpel/README.md").read_text()
     assert "Table 6" in md and "| pos | blstm_crf_plus | gd_adam |" in md and (root / "reports/tu_gimpel/figure2.png").stat().st_size > 0
-    assert json.loads((root / "metrics/approx.json").read_text())["pos"]["n_test"] == m["n_test"]
+    assert json.loads((root / "metrics/approx/pos.json").read_text())["pos"]["n_test"] == m["n_test"]
