@@ -63,6 +63,7 @@ class TaggingDataset:
         if not sentences:
             raise ValueError("TaggingDataset: no sentences")
         self.sentences = list(sentences)
+        self.vocabs, self.lowercase, self.max_word_len = vocabs, lowercase, max_word_len
         if features is None:
             features = [k[len(FEAT_PREFIX):] for k in vocabs if k.startswith(FEAT_PREFIX)]
         self.features = check_feature_names(features, "TaggingDataset")
@@ -95,6 +96,11 @@ class TaggingDataset:
 
     def __len__(self) -> int:
         return len(self.sentences)
+
+    def subset(self, indices: Sequence[int]) -> "TaggingDataset":
+        """The sentences at ``indices`` (in that order), encoded with the same vocabularies."""
+        return TaggingDataset([self.sentences[int(i)] for i in indices], self.vocabs, lowercase=self.lowercase,
+                              max_word_len=self.max_word_len, features=self.features)
 
     @property
     def n_tokens(self) -> int:

@@ -88,10 +88,7 @@ class ApproxStudyConfig:
 
 def subset(ds: TaggingDataset, n: int, seed: int) -> TaggingDataset:
     """A seeded subset of ``n`` sentences of ``ds`` (all of it when ``n`` <= 0 or >= its size)."""
-    if 0 < n < len(ds):
-        return TaggingDataset([ds.sentences[i] for i in subsample_indices(len(ds), n, seed)], ds.vocabs,
-                              features=ds.features)
-    return ds
+    return ds.subset(subsample_indices(len(ds), n, seed)) if 0 < n < len(ds) else ds
 
 
 @torch.no_grad()

@@ -54,3 +54,16 @@ def test_chars_are_padded_per_word():
     assert batch.chars.shape[:2] == batch.words.shape
     assert (batch.chars[~batch.mask] == 0).all()
     assert (batch.chars[batch.mask][:, 0] > 0).all()
+
+
+def test_subset_keeps_the_encoding_and_the_study_subset_is_seeded():
+    from components.data.sampling import subsample_indices
+    from components.inference.study import subset
+    sents, ds = make([3, 1, 4, 2, 5, 2])
+    sub = ds.subset([4, 0])
+    assert [s.sid for s in sub.sentences] == ["4", "0"] and sub.words == [ds.words[4], ds.words[0]]
+    assert sub.tags == [ds.tags[4], ds.tags[0]] and sub.features == ds.features
+    picked = subset(ds, 3, seed=7)
+    assert [s.sid for s in picked.sentences] == [str(i) for i in subsample_indices(6, 3, 7)]
+    assert subset(ds, 3, seed=7).words == picked.words                   # seeded: the same sentences again
+    assert subset(ds, 0, seed=7) is ds and subset(ds, 6, seed=7) is ds   # 0 or >= len: everything
