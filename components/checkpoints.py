@@ -25,10 +25,11 @@ import torch
 from torch import nn
 
 from components.config import ConfigError, from_dict
-from components.recipes import KINDS
 from components.energies import ENERGIES
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 from components.models.infnets import InfNetConfig, build_infnet
+from components.recipes import KINDS
+
 
 def build(rec: dict[str, Any], where: str = "recipe") -> nn.Module:
     """An untrained module from its recipe."""

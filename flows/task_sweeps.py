@@ -64,14 +64,17 @@ def _spec(ref: str) -> ModelSpec:
 
 
 def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, Any], root: Path, *,
-              resume: FitState | None = None, on_epoch=None, on_batch=None):
-    """Train one configuration -> (model with best-on-dev weights, fit state, test metrics, task)."""
+              resume: FitState | None = None, on_epoch=None, on_batch=None, on_task=None):
+    """Train one configuration -> (model with best-on-dev weights, fit state, test metrics, task).
+    ``on_task(task)`` sees the loaded task before training starts."""
     base = load_section(BaseConfig, "base", params)
     cfg = load_section(spec.config, spec.section, params)
     torch.manual_seed(base.seed)
     device = resolve_device(base.device)
     task = load_tagging_task(root / base.prepared_dir / task_name,
                              max_train_sentences=cfg.max_train_sentences, seed=base.seed)
+    if on_task is not None:
+        on_task(task)
     model = spec.build(cfg, variant, task, base.seed, root).to(device)
     loss_fn = spec.loss(cfg, variant, model)
     n_batches = -(-len(task.train) // cfg.optim.batch_size)
@@ -107,9 +110,7 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
     if ckpt is not None:
         with ckpt.as_directory() as d:
             resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
-    t = load_tagging_task(Path(root) / load_section(BaseConfig, "base", params).prepared_dir / task)
-    meta = {"task": task, "variant": variant, "section": spec.section, "config": config,
-            "recipe": spec.recipe(cfg, variant, t)}
+    meta = {"task": task, "variant": variant, "section": spec.section, "config": config}
     label = f"{task}/{variant}" if variant else task
     on_batch = epoch_bar(label)
 
@@ -119,8 +120,8 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
             tune.report({**record, "best_dev_score": state.best_score, "best_epoch": float(state.best_epoch)},
                         checkpoint=tune.Checkpoint.from_directory(d))
 
-    model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume,
-                                      on_epoch=on_epoch, on_batch=on_batch)
+    model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume, on_epoch=on_epoch,
+                                      on_batch=on_batch, on_task=lambda tk: meta.update(recipe=spec.recipe(cfg, variant, tk)))
     trial_dir = Path(tune.get_context().get_trial_dir())
     fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
     fig.savefig(trial_dir / "learning_curve.png")
@@ -177,8 +178,8 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
                 close(fig)
                 best_hist = Path(res.best_checkpoint).parent / "history.json"
                 rows = json.loads(best_hist.read_text()) if best_hist.exists() else []
-                plot = ctx.path(cfg.plots_dir) / task / f"{variant}.json" if variant else ctx.path(cfg.plots_dir) / f"{task}.json"
-                write_json(plot,
+                plots = ctx.path(cfg.plots_dir)
+                write_json(plots / task / f"{variant}.json" if variant else plots / f"{task}.json",
                            [{"epoch": r["epoch"], "train_loss": r["train_loss"], "dev_score": r["dev_score"]} for r in rows])
                 ctx.tracker.log_metrics(numeric(best))
                 ctx.tracker.log_params({f"best.{k}": v for k, v in res.best_config.items()})

@@ -5,8 +5,8 @@ and of the method's outputs, and decoding speed (sentences and tokens per second
 inference call alone, potentials excluded, as Tu & Gimpel time inference: the method sees a
 ``FixedPotentials`` energy whose potentials were computed before the clock started).
 
-This is the one loop over a tagging dataset that scores outputs under an energy; ``predict``
-(``components.training.tagger``) is the one for a network's own argmax.
+:func:`decode_dataset` is the one loop over a tagging dataset: evaluation here and a tagger's own
+argmax (``components.training.tagger.predict_tags``) both go through it.
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -37,10 +38,10 @@ class GDGridConfig(GDConfig):
     max_iterations: dict[str, int] = field(default_factory=dict)
 
     def for_task(self, task: str) -> GDConfig:
+        """The grid run on ``task``: checkpoints above its cap dropped."""
         cap = self.max_iterations.get(task, 0)
-        return GDConfig(lrs=tuple(float(x) for x in self.lrs),
-                        checkpoints=tuple(n for n in self.checkpoints if cap <= 0 or n <= cap),
-                        momentum=self.momentum, restarts=self.restarts, init_std=self.init_std)
+        return dataclasses.replace(self, checkpoints=tuple(n for n in self.checkpoints if cap <= 0 or n <= cap),
+                                   max_iterations={})
 
 
 @dataclass(frozen=True)
