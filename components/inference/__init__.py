@@ -14,6 +14,8 @@ Adding a method for chain energies: one module with its config and its ``Inferen
 """
 from components.energies.base import ChainEnergy
 from components.inference.base import Inference, InferenceResult, check
+from components.inference.beam import (BeamConfig, BeamDecoder, GreedyConfig, GreedyDecoder, SoftBeamConfig,
+                                       SoftBeamDecoder, StepScorer)
 from components.inference.exact import Viterbi, ViterbiConfig
 from components.inference.gd_adam import GDAdamConfig, GradientDescentAdam
 from components.inference.gradient_descent import GDInferenceConfig, GradientDescent
@@ -34,6 +36,12 @@ INFERENCE.register("infnet", NoConfig, lambda cfg, net: InferenceNetwork(net), n
                    doc="an inference network's per-position argmax")
 INFERENCE.register("tailored_infnet", TailorConfig, lambda cfg, net: TailoredInferenceNetwork(net, cfg),
                    needs=ChainEnergy, inputs=("net",), doc="an inference network tailored to each instance")
+INFERENCE.register("greedy", GreedyConfig, lambda cfg: GreedyDecoder(), needs=StepScorer, inputs=(),
+                   doc="greedy decoding of a step scorer")
+INFERENCE.register("beam", BeamConfig, lambda cfg: BeamDecoder(cfg), needs=StepScorer, inputs=(),
+                   doc="hard beam search of size k over a step scorer")
+INFERENCE.register("soft_beam", SoftBeamConfig, lambda cfg: SoftBeamDecoder(cfg), needs=StepScorer, inputs=(),
+                   doc="soft beam search (continuous top-k, soft backpointers), decoded by hard backpointers")
 
 __all__ = ["INFERENCE", "SAMPLERS", "ChainState", "Sampler", "Inference", "InferenceResult", "check", "Viterbi", "GradientDescent", "GradientDescentAdam",
            "InferenceNetwork", "TailoredInferenceNetwork"]

@@ -19,25 +19,73 @@ Normalisation is the reading of one network's outputs (Goyal et al. 2019, Sec. 2
 - ``global``: the raw scores: a globally normalised model whose sequence score
   ``s(y) = sum_t s_t(y_t)`` is normalised over whole sequences (energy ``E(x, y) = -s(y)``).
 
-:func:`step_scores` applies the reading; greedy, hard-beam and soft-beam search serve every
-``StepScorer`` alike (the search-aware training issue adds them to ``INFERENCE``).
+:func:`step_scores` applies the reading. A state is a :class:`BeamState`: per-hypothesis tensors
+[B, k, ...] that a search reorders (hard backpointers) or mixes (soft backpointers), plus a
+per-instance context the search never touches.
+
+Searches, batched over instances and beam items (the only Python loop is over time steps):
+
+- :func:`greedy`; :func:`beam_search` (hard beam of size k, Goyal et al. 2018 Alg. 1);
+- :func:`soft_beam_search` (Alg. 3): :func:`continuous_top_k` (Alg. 2) over the k x V candidates,
+  soft backpointers, the beam recurrence on mixed states and embeddings, the relaxed cumulative
+  cost D and the relaxed loss; hard backpointers for decoding (the paper's soft beam decoding);
+- :func:`unroll` (one hypothesis with any feed: teacher forcing, scheduled sampling, soft argmax)
+  and :func:`sequence_scores` (teacher-forced s(y)).
+
+Registered in ``INFERENCE`` as ``greedy``, ``beam`` and ``soft_beam`` (``needs=StepScorer``):
+``method(scorer, batch) -> InferenceResult`` with energy -s(y).
+
+Bad input is a ``ValueError`` naming it: an empty sentence, a label id out of range, k < 1,
+alpha <= 0.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 
 Normalisation = Literal["local", "global"]
 NORMALISATIONS: tuple[str, ...] = ("local", "global")
+_NEG = -1e9        # the score of the k-1 copies of the start hypothesis in the soft beam (finite: gradients stay 0)
+
+
+@dataclass
+class BeamState:
+    """A decoder state: ``beam`` holds the per-hypothesis tensors [B, k, ...] that a search
+    reorders (hard backpointers) or mixes (soft backpointers); ``context`` is per-instance and
+    opaque to the search (encoder states, the step index)."""
+    beam: tuple[torch.Tensor, ...]
+    context: Any = None
+
+    def reorder(self, index: torch.Tensor) -> "BeamState":
+        """Hard backpointers: hypothesis i takes the state of ``index[b, i]`` (long [B, k'])."""
+        out = []
+        for x in self.beam:
+            idx = index.reshape(*index.shape, *([1] * (x.dim() - 2))).expand(*index.shape, *x.shape[2:])
+            out.append(x.gather(1, idx))
+        return BeamState(tuple(out), self.context)
+
+    def mix(self, weights: torch.Tensor) -> "BeamState":
+        """Soft backpointers: hypothesis i takes sum_j weights[b, i, j] * state_j ([B, k', k])."""
+        out = []
+        for x in self.beam:
+            flat = x.reshape(x.shape[0], x.shape[1], -1)
+            out.append(torch.bmm(weights.to(flat.dtype), flat).reshape(x.shape[0], weights.shape[1], *x.shape[2:]))
+        return BeamState(tuple(out), self.context)
 
 
 @runtime_checkable
 class StepScorer(Protocol):
     normalisation: Normalisation                       # log-softmax or raw scores, same network
+    n_labels: int                                      # V
 
-    def start(self, batch: Any, k: int) -> Any: ...
-    def step(self, state: Any, prev_embedding: torch.Tensor) -> tuple[torch.Tensor, Any]: ...
+    def start(self, batch: Any, k: int) -> tuple[BeamState, torch.Tensor]: ...
+    # -> (state with k copies of each instance's start, mask bool [B, T]: the steps each instance takes)
+    def step(self, state: BeamState, prev_embedding: torch.Tensor | None) -> tuple[torch.Tensor, BeamState]: ...
+    # prev_embedding [B, k, D] (None at the first step: the start symbol) -> (scores [B, k, V], next state)
+    def embed(self, weights: torch.Tensor) -> torch.Tensor: ...      # [..., V] -> [..., D]: weights @ E
+    def embed_ids(self, ids: torch.Tensor) -> torch.Tensor: ...      # long [...] -> [..., D]
 
 
 def step_scores(raw: torch.Tensor, normalisation: str) -> torch.Tensor:
@@ -48,3 +96,281 @@ def step_scores(raw: torch.Tensor, normalisation: str) -> torch.Tensor:
     if normalisation == "global":
         return raw
     raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}")
+
+
+# -- input checks ---------------------------------------------------------------------------------
+def check_beam_size(k: int) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"beam size k must be an integer >= 1, got {k!r}")
+
+
+def check_alpha(alpha: float) -> None:
+    a = float(alpha)
+    if not a > 0 or a != a or a == float("inf"):
+        raise ValueError(f"alpha (the peaked-softmax temperature) must be a finite number > 0, got {alpha!r}")
+
+
+def check_mask(mask: torch.Tensor) -> None:
+    lengths = mask.sum(1)
+    if mask.shape[1] == 0 or bool((lengths == 0).any()):
+        bad = [] if mask.shape[1] == 0 else (lengths == 0).nonzero().flatten().tolist()
+        raise ValueError(f"empty sentence in the batch (rows {bad or 'all'}): every instance needs >= 1 step")
+
+
+def check_labels(labels: torch.Tensor, mask: torch.Tensor, n_labels: int, what: str = "labels") -> None:
+    """Labels at unmasked positions must lie in [0, n_labels)."""
+    real = labels[mask]
+    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= n_labels):
+        bad = int(real.max()) if int(real.max()) >= n_labels else int(real.min())
+        raise ValueError(f"{what}: label id {bad} is out of range [0, {n_labels})")
+
+
+# -- relaxations ----------------------------------------------------------------------------------
+def peaked_softmax(scores: torch.Tensor, alpha: float, dim: int = -1) -> torch.Tensor:
+    """softmax(alpha * scores): -> the one-hot argmax as alpha -> inf (no ties)."""
+    return torch.softmax(alpha * scores, dim)
+
+
+def continuous_top_k(scores: torch.Tensor, k: int, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Goyal et al. (2018) Alg. 2: scores [B, N] -> (p [B, k, N], m [B, k]) with m the top-k values
+    and p_i = peaked-softmax_alpha(-(s - m_i)^2), peaked on the i-th best entry."""
+    m = scores.topk(k, dim=-1).values
+    p = torch.softmax(-alpha * (scores[:, None, :] - m[:, :, None]) ** 2, -1)
+    return p, m
+
+
+# -- searches --------------------------------------------------------------------------------------
+@dataclass
+class SearchResult:
+    labels: torch.Tensor                 # long [B, T]: the best hypothesis (0 at masked steps)
+    score: torch.Tensor                  # [B]: its model score s(y) (search-relaxed for the soft beam)
+    beam_labels: torch.Tensor            # long [B, k, T]: every hypothesis, best first for the hard beam
+    beam_scores: torch.Tensor            # [B, k]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SoftBeamResult(SearchResult):
+    beam_costs: torch.Tensor | None = None   # [B, k]: D_T, the relaxed cumulative cost of each item
+    loss: torch.Tensor | None = None         # [B]: peaked-softmax_alpha(s_T) . D_T  (G~_DL)
+    max_score: torch.Tensor | None = None    # [B]: peaked-softmax_alpha(s_T) . s_T  (the hinge's s_max)
+
+
+def _follow(back: list[torch.Tensor], toks: list[torch.Tensor]) -> torch.Tensor:
+    """Backtrack hard backpointers: back[t], toks[t] long [B, k] -> labels [B, k, T]."""
+    B, k = toks[-1].shape
+    ptr = torch.arange(k, device=toks[-1].device).expand(B, k)
+    out = []
+    for t in range(len(toks) - 1, -1, -1):
+        out.append(toks[t].gather(1, ptr))
+        ptr = back[t].gather(1, ptr)
+    return torch.stack(out[::-1], -1)
+
+
+def greedy(scorer: StepScorer, batch: Any) -> SearchResult:
+    """Greedy decoding: the argmax symbol's embedding is fed to the next step."""
+    state, mask = scorer.start(batch, 1)
+    check_mask(mask)
+    prev = None
+    toks, total = [], None
+    for t in range(mask.shape[1]):
+        scores, state = scorer.step(state, prev)
+        best, tok = scores[:, 0].max(-1)
+        active = mask[:, t]
+        tok = torch.where(active, tok, torch.zeros_like(tok))
+        step = torch.where(active, best, torch.zeros_like(best))
+        total = step if total is None else total + step
+        toks.append(tok)
+        prev = scorer.embed_ids(tok[:, None])
+    labels = torch.stack(toks, -1)
+    return SearchResult(labels, total, labels[:, None], total[:, None])
+
+
+def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
+    """Hard beam search of size ``k`` (Goyal et al. 2018 Alg. 1), batched over instances and items:
+    each step's k x V candidates s_i + f(h_i, v) are cut to the top k; states follow the hard
+    backpointers. The beam starts from one hypothesis (the other k-1 at -inf)."""
+    check_beam_size(k)
+    state, mask = scorer.start(batch, k)
+    check_mask(mask)
+    B, T = mask.shape
+    dev = mask.device
+    ident = torch.arange(k, device=dev).expand(B, k)
+    s = None
+    prev = None
+    back, toks = [], []
+    for t in range(T):
+        scores, state = scorer.step(state, prev)               # [B, k, V]
+        V = scores.shape[-1]
+        if s is None:
+            s = torch.full((B, k), float("-inf"), dtype=scores.dtype, device=dev)
+            s[:, 0] = 0.0
+        cand = (s[:, :, None] + scores).reshape(B, k * V)
+        vals, idx = cand.topk(k, dim=-1)
+        b_t, y_t = idx // V, idx % V
+        active = mask[:, t, None]
+        s = torch.where(active, vals, s)
+        b_t = torch.where(active, b_t, ident)
+        y_t = torch.where(active, y_t, torch.zeros_like(y_t))
+        back.append(b_t)
+        toks.append(y_t)
+        state = state.reorder(b_t)
+        prev = scorer.embed_ids(y_t)
+    beam_labels = _follow(back, toks)
+    best = s.argmax(-1)
+    return SearchResult(beam_labels[torch.arange(B, device=dev), best], s.gather(1, best[:, None])[:, 0],
+                        beam_labels, s)
+
+
+def soft_beam_search(scorer: StepScorer, batch: Any, k: int, alpha: float, *, cost: torch.Tensor | None = None,
+                     augment: bool = False) -> SoftBeamResult:
+    """Goyal et al. (2018) Alg. 3, the continuous relaxation of beam search, batched.
+
+    At each step the k x V candidate scores s~ = s_i + f(h_i, v) (``augment``: + d_t(v), the
+    cost-augmented search of the hinge surrogate) go through :func:`continuous_top_k`; item i's
+    soft backpointer is the row sum of p_i over the vocabulary, its input embedding the column
+    sum a_i @ E, its score sum(s~ * p_i), its cumulative cost a_i . d_t + sum_j b~_ij D_j (``cost``
+    [B, T, V]: d_t(v), the decomposable cost of emitting v at step t) and its decoder state the
+    soft mix sum_j b~_ij h_j. Hard backpointers (the argmax of each p_i) are followed to decode,
+    as the paper's soft beam decoding does. Returns the relaxed loss peaked-softmax_alpha(s_T) . D_T
+    (``loss``, when ``cost`` is given) and the relaxed max score (``max_score``)."""
+    check_beam_size(k)
+    check_alpha(alpha)
+    if augment and cost is None:
+        raise ValueError("soft_beam_search: augment=True needs a cost table [B, T, V]")
+    state, mask = scorer.start(batch, k)
+    check_mask(mask)
+    B, T = mask.shape
+    dev = mask.device
+    if cost is not None and (cost.shape[0] != B or cost.shape[1] != T):
+        raise ValueError(f"soft_beam_search: cost has shape {tuple(cost.shape)}, expected [{B}, {T}, V]")
+    ident = torch.arange(k, device=dev).expand(B, k)
+    eye = torch.eye(k, device=dev)
+    s = D = None
+    prev = None
+    back, toks = [], []
+    for t in range(T):
+        scores, state = scorer.step(state, prev)               # [B, k, V]
+        V = scores.shape[-1]
+        if s is None:
+            s = torch.full((B, k), _NEG, dtype=scores.dtype, device=dev)
+            s[:, 0] = 0.0
+            D = torch.zeros(B, k, dtype=scores.dtype, device=dev)
+        if cost is not None and cost.shape[-1] != V:
+            raise ValueError(f"soft_beam_search: cost has {cost.shape[-1]} labels, the scorer {V}")
+        d_t = cost[:, t].to(scores.dtype) if cost is not None else None
+        cand = s[:, :, None] + scores
+        if augment:
+            cand = cand + d_t[:, None, :]
+        flat = cand.reshape(B, k * V)
+        p, _ = continuous_top_k(flat, k, alpha)                 # [B, k(new), k*V]
+        p4 = p.reshape(B, k, k, V)                              # [b, new i, old j, v]
+        soft_back = p4.sum(-1)                                  # [B, k, k]
+        a = p4.sum(2)                                           # [B, k, V]
+        s_new = (p * flat[:, None, :]).sum(-1)
+        D_new = torch.bmm(soft_back, D[:, :, None])[..., 0]
+        if d_t is not None:
+            D_new = D_new + (a * d_t[:, None, :]).sum(-1)
+        hard = p.argmax(-1)
+        b_t, y_t = hard // V, hard % V
+        active = mask[:, t, None]
+        s = torch.where(active, s_new, s)
+        D = torch.where(active, D_new, D)
+        back.append(torch.where(active, b_t, ident))
+        toks.append(torch.where(active, y_t, torch.zeros_like(y_t)))
+        w = torch.where(active[..., None], soft_back, eye.to(soft_back.dtype))
+        state = state.mix(w)
+        prev = scorer.embed(a)
+    beam_labels = _follow(back, toks)
+    top = peaked_softmax(s, alpha)                              # soft pick of the best item
+    best = s.argmax(-1)
+    return SoftBeamResult(beam_labels[torch.arange(B, device=dev), best], s.gather(1, best[:, None])[:, 0],
+                          beam_labels, s, beam_costs=D, loss=(top * D).sum(-1) if cost is not None else None,
+                          max_score=(top * s).sum(-1))
+
+
+def unroll(scorer: StepScorer, batch: Any, feed: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Run the decoder with one hypothesis per instance, feeding ``feed(t, scores_t [B, V]) ->
+    embedding [B, D]`` to step t+1 (teacher forcing feeds the gold symbol; scheduled sampling a
+    mix of gold and model choices) -> the step scores [B, T, V]."""
+    state, mask = scorer.start(batch, 1)
+    check_mask(mask)
+    prev = None
+    out = []
+    for t in range(mask.shape[1]):
+        scores, state = scorer.step(state, prev)
+        out.append(scores[:, 0])
+        if t + 1 < mask.shape[1]:
+            prev = feed(t, scores[:, 0])[:, None]
+    return torch.stack(out, 1)
+
+
+def sequence_scores(scorer: StepScorer, batch: Any, labels: torch.Tensor) -> torch.Tensor:
+    """s(y) = sum_t score_t(y_t) with the decoder fed y (teacher forcing) -> [B]; for a locally
+    normalised scorer this is log p(y | x)."""
+    mask = batch.mask
+    check_labels(labels, mask, scorer.n_labels)
+    scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(labels[:, t]))
+    return (scores.gather(-1, labels[..., None])[..., 0] * mask).sum(1)
+
+
+# -- INFERENCE entries: decoders as inference methods --------------------------------------------
+@dataclass(frozen=True)
+class GreedyConfig:
+    pass
+
+
+@dataclass(frozen=True)
+class BeamConfig:
+    k: int = 3
+
+    def __post_init__(self):
+        check_beam_size(self.k)
+
+
+@dataclass(frozen=True)
+class SoftBeamConfig:
+    k: int = 3
+    alpha: float = 1.0
+
+    def __post_init__(self):
+        check_beam_size(self.k)
+        check_alpha(self.alpha)
+
+
+def _result(res: SearchResult):
+    from components.inference.base import InferenceResult
+    return InferenceResult(labels=res.labels, relaxed=None, energy=-res.score.detach(), stats=dict(res.stats))
+
+
+class GreedyDecoder:
+    needs: ClassVar[type] = StepScorer
+
+    def __call__(self, scorer: StepScorer, batch: Any):
+        from components.inference.base import check
+        check(self, scorer)
+        return _result(greedy(scorer, batch))
+
+
+class BeamDecoder:
+    needs: ClassVar[type] = StepScorer
+
+    def __init__(self, cfg: BeamConfig):
+        self.cfg = cfg
+
+    def __call__(self, scorer: StepScorer, batch: Any):
+        from components.inference.base import check
+        check(self, scorer)
+        return _result(beam_search(scorer, batch, self.cfg.k))
+
+
+class SoftBeamDecoder:
+    needs: ClassVar[type] = StepScorer
+
+    def __init__(self, cfg: SoftBeamConfig):
+        self.cfg = cfg
+
+    def __call__(self, scorer: StepScorer, batch: Any):
+        from components.inference.base import check
+        check(self, scorer)
+        return _result(soft_beam_search(scorer, batch, self.cfg.k, self.cfg.alpha))

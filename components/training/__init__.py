@@ -11,12 +11,21 @@ Registries (``components.registry.Registry``; a name is defined here, once):
   ``make(cfg)`` -> a method with ``transform(p, alpha)``, ``regulariser(raw) -> [B]``,
   ``selects_alpha`` and ``initial_alpha``; ``ScaledModel(energy, name, cfg)`` applies one.
 
+Step objectives (structure ``steps``, ``components.training.search_aware``) train a ``StepScorer``:
+``build(name, cfg, updates_per_epoch=, seed=, o_id=)`` -> ``objective(scorer, batch) -> scalar``
+with ``loss(scorer, batch) -> [B]`` (every step objective takes the same inputs; each uses what it
+needs). Meta ``feed`` (what the decoder is fed in training) and ``prediction`` (the decoding the
+paper evaluates it with).
+
 The Shevchenko & Osokin study's tasks are ``STUDY_TASKS`` in ``components.training.studies``.
 """
 from components.registry import NoConfig, Registry
 from components.training.objectives import (MeanFieldCEConfig, make_gcrf_ce, make_marginal_ce, make_mean_field_ce,
                                             make_nll, make_ssvm)
 from components.training.scaling import SCALINGS
+from components.training.search_aware import (BeamObjectiveConfig, ScheduledSamplingConfig, SeqCEConfig,
+                                              SoftScheduledSamplingConfig, make_beam_dl, make_beam_hinge,
+                                              make_scheduled_sampling, make_seq_ce, make_soft_scheduled_sampling)
 
 OBJECTIVES = Registry("objective")
 OBJECTIVES.register("marginal_ce", NoConfig, make_marginal_ce, structure="chain", prediction="marginals",
@@ -29,6 +38,19 @@ OBJECTIVES.register("mean_field_ce", MeanFieldCEConfig, make_mean_field_ce, stru
                     prediction="mean_field", doc="cross-entropy under unrolled mean-field marginals (per position)")
 OBJECTIVES.register("gcrf_ce", NoConfig, make_gcrf_ce, structure="grid", prediction="scores",
                     doc="Gaussian CRF: per-pixel cross-entropy of softmax(s*); predicts argmax s*")
+
+OBJECTIVES.register("seq_ce", SeqCEConfig, make_seq_ce, structure="steps", feed="gold", prediction="greedy",
+                    doc="teacher-forced cross-entropy of a step scorer")
+OBJECTIVES.register("scheduled_sampling", ScheduledSamplingConfig, make_scheduled_sampling, structure="steps",
+                    feed="model (hard)", prediction="greedy",
+                    doc="Bengio et al. (2015): gold or the model's hard choice, inverse-sigmoid decay")
+OBJECTIVES.register("soft_scheduled_sampling", SoftScheduledSamplingConfig, make_soft_scheduled_sampling,
+                    structure="steps", feed="model (alpha-soft)", prediction="greedy",
+                    doc="differentiable scheduled sampling: alpha-soft argmax or Gumbel soft sample")
+OBJECTIVES.register("beam_dl", BeamObjectiveConfig, make_beam_dl, structure="steps", feed="soft beam",
+                    prediction="beam", doc="relaxed direct loss through the soft beam (decomposable Hamming cost)")
+OBJECTIVES.register("beam_hinge", BeamObjectiveConfig, make_beam_hinge, structure="steps", feed="soft beam",
+                    prediction="beam", doc="relaxed hinge: cost-augmented soft beam max score minus the gold score")
 
 
 def objectives_for(structure: str) -> tuple[str, ...]:

@@ -41,11 +41,16 @@ def _gcrf(seed):
 
 
 def test_every_entry_declares_its_structure_and_prediction():
-    assert set(CHAIN) | set(GRID) == set(OBJECTIVES) and not set(CHAIN) & set(GRID)
+    steps = objectives_for("steps")
+    assert set(CHAIN) | set(GRID) | set(steps) == set(OBJECTIVES)
+    assert not set(CHAIN) & set(GRID) and not (set(CHAIN) | set(GRID)) & set(steps)
     for name, entry in OBJECTIVES.items():
-        assert entry.meta["prediction"] in ("map", "marginals", "mean_field", "scores"), name
+        allowed = ("greedy", "beam") if name in steps else ("map", "marginals", "mean_field", "scores")
+        assert entry.meta["prediction"] in allowed, name
         assert dataclasses.is_dataclass(entry.config) and entry.doc, name
-    assert list(OBJECTIVES) == ["marginal_ce", "ssvm", "nll", "mean_field_ce", "gcrf_ce"]   # the paper's order
+    # the Shevchenko & Osokin objectives in the paper's order, then the search-aware ones
+    assert [n for n in OBJECTIVES if n not in steps] == ["marginal_ce", "ssvm", "nll", "mean_field_ce", "gcrf_ce"]
+    assert steps == ("seq_ce", "scheduled_sampling", "soft_scheduled_sampling", "beam_dl", "beam_hinge")
 
 
 # --------------------------------------------------------------------------------------------

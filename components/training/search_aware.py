@@ -1,0 +1,252 @@
+r"""Search-aware training objectives for step scorers (Goyal et al. 2018; Goyal thesis ch. 3-4).
+
+Each objective is built from its ``OBJECTIVES`` entry (structure ``steps``) and is the training
+loss itself: ``objective(scorer, batch) -> scalar`` (the mean of ``loss(scorer, batch) -> [B]``
+over tokens when ``per_position``, over sentences otherwise); ``fit`` sets its ``epoch`` (1-based)
+before each epoch, which drives the alpha and sampling schedules. Gold labels are ``batch.tags``
+at ``batch.mask``.
+
+- ``seq_ce``: teacher-forced cross-entropy, -sum_t log softmax(s_t)[y*_t] (the baseline and the
+  warm start of every search-aware objective).
+- ``scheduled_sampling`` (Bengio et al. 2015): at each step the decoder is fed the gold symbol
+  with probability eps, else the model's hard choice (``feed: greedy`` the argmax, ``sample`` a
+  draw from softmax(s_t)), with no gradient through the choice; CE at every step.
+- ``soft_scheduled_sampling`` (thesis Sec. 3.3.2): the model's choice is relaxed — the alpha-soft
+  argmax embedding sum_y e(y) softmax(alpha s_t)_y (``greedy``) or the Gumbel soft sample
+  sum_y e(y) softmax(alpha (s_t + G))_y (``sample``) — so gradients flow through earlier decisions.
+- ``beam_dl``: the relaxed direct loss G~_DL,alpha (2018, Sec. 2.3): the soft beam's
+  peaked-softmax_alpha(s_T) . D_T with a decomposable Hamming cost (a wrong ``O`` costs
+  ``o_cost``, 2 in the paper's NER, when the task has an ``O`` label).
+- ``beam_hinge``: the relaxed hinge G~_hinge,alpha = max(0, s_max - s(y*)) (Sec. 2.5), s_max the
+  peaked-softmax_alpha expectation of the cost-augmented soft beam's final scores.
+
+Schedules. eps (the gold-feed probability) is 1 throughout epoch 1 and then the inverse sigmoid
+k / (k + exp(i / k)) of the update count i since epoch 1 ended (Bengio et al. 2015; ``decay_k``
+is k; ``decay_k: 0`` means "always": eps = 0 after epoch 1). alpha at epoch e is
+``min(alpha.init * alpha.anneal ** (e - 1), alpha.max)``: fixed when ``anneal`` is 1, annealed
+exponentially per epoch otherwise (from smooth toward the hard search).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from components.inference.beam import check_alpha, check_beam_size, check_labels, sequence_scores, soft_beam_search, unroll
+
+
+@dataclass(frozen=True)
+class AlphaSchedule:
+    init: float = 1.0
+    anneal: float = 1.0          # per-epoch factor: 1 = fixed alpha, > 1 = exponential annealing
+    max: float = 1000.0
+
+    def __post_init__(self):
+        check_alpha(self.init)
+        if not self.anneal >= 1.0:
+            raise ValueError(f"alpha.anneal must be >= 1 (1 = fixed), got {self.anneal}")
+        if not self.max >= self.init:
+            raise ValueError(f"alpha.max must be >= alpha.init, got max {self.max} < init {self.init}")
+
+    @property
+    def annealed(self) -> bool:
+        return self.anneal > 1.0
+
+    def at(self, epoch: int) -> float:
+        return min(self.init * self.anneal ** max(epoch - 1, 0), self.max)
+
+
+def gold_probability(epoch: int, updates: int, decay_k: float) -> float:
+    """eps: 1 in epoch 1, then k / (k + exp(i / k)) after i further updates (0 for k = 0: always)."""
+    if epoch <= 1:
+        return 1.0
+    if decay_k == 0:
+        return 0.0
+    z = updates / decay_k
+    return decay_k / (decay_k + math.exp(z)) if z < 700 else 0.0
+
+
+def _check_gold(scorer: Any, batch: Any) -> torch.Tensor:
+    check_labels(batch.tags, batch.mask, scorer.n_labels, "gold labels")
+    return batch.tags
+
+
+class _StepObjective:
+    per_position: bool = True
+
+    def __init__(self) -> None:
+        self.epoch = 1
+        self._calls = 0
+        self._calls_epoch = 0
+
+    def loss(self, scorer: Any, batch: Any) -> torch.Tensor:   # [B]
+        raise NotImplementedError
+
+    def _count(self) -> None:
+        if self._calls_epoch != self.epoch:
+            self._calls, self._calls_epoch = 0, self.epoch
+        if torch.is_grad_enabled():
+            self._calls += 1
+
+    def __call__(self, scorer: Any, batch: Any) -> torch.Tensor:
+        per = self.loss(scorer, batch)
+        if self.per_position:
+            return per.sum() / batch.mask.sum().clamp_min(1)
+        return per.mean()
+
+
+def _token_ce(scores: torch.Tensor, gold: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    logp = torch.log_softmax(scores, -1).gather(-1, gold[..., None])[..., 0]
+    return -(logp * mask).sum(1)
+
+
+# -- cross-entropy and scheduled sampling ---------------------------------------------------------
+@dataclass(frozen=True)
+class SeqCEConfig:
+    pass
+
+
+class SeqCE(_StepObjective):
+    def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
+        gold = _check_gold(scorer, batch)
+        scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]))
+        return _token_ce(scores, gold, batch.mask)
+
+
+@dataclass(frozen=True)
+class ScheduledSamplingConfig:
+    feed: Literal["greedy", "sample"] = "greedy"
+    decay_k: float = 10.0            # inverse-sigmoid decay strength (updates); 0 = always feed the model
+
+    def __post_init__(self):
+        if self.feed not in ("greedy", "sample"):
+            raise ValueError(f"scheduled sampling: feed must be greedy or sample, got {self.feed!r}")
+        if self.decay_k < 0:
+            raise ValueError(f"scheduled sampling: decay_k must be >= 0 (0 = always), got {self.decay_k}")
+
+
+@dataclass(frozen=True)
+class SoftScheduledSamplingConfig(ScheduledSamplingConfig):
+    alpha: AlphaSchedule = field(default_factory=AlphaSchedule)
+
+
+class ScheduledSampling(_StepObjective):
+    """Bengio et al. (2015) (``soft=False``) or its relaxation (``soft=True``; see the module doc)."""
+
+    def __init__(self, cfg: ScheduledSamplingConfig, updates_per_epoch: int, soft: bool, seed: int = 0):
+        super().__init__()
+        if updates_per_epoch < 1:
+            raise ValueError(f"scheduled sampling: updates_per_epoch must be >= 1, got {updates_per_epoch}")
+        self.cfg, self.updates_per_epoch, self.soft = cfg, updates_per_epoch, soft
+        self.gen = torch.Generator().manual_seed(seed)
+
+    @property
+    def eps(self) -> float:
+        i = max(self.epoch - 2, 0) * self.updates_per_epoch + self._calls
+        return gold_probability(self.epoch, i, self.cfg.decay_k)
+
+    @property
+    def alpha(self) -> float:
+        return self.cfg.alpha.at(self.epoch) if self.soft else math.inf
+
+    def _rand(self, shape, like: torch.Tensor) -> torch.Tensor:
+        return torch.rand(shape, generator=self.gen).to(device=like.device, dtype=like.dtype)
+
+    def _model_embedding(self, scorer: Any, scores: torch.Tensor) -> torch.Tensor:
+        if self.soft:
+            z = scores
+            if self.cfg.feed == "sample":
+                z = z - torch.log(-torch.log(self._rand(scores.shape, scores).clamp(1e-10, 1 - 1e-10)))
+            return scorer.embed(torch.softmax(self.alpha * z, -1))
+        with torch.no_grad():
+            if self.cfg.feed == "greedy":
+                ids = scores.argmax(-1)
+            else:
+                g = -torch.log(-torch.log(self._rand(scores.shape, scores).clamp(1e-10, 1 - 1e-10)))
+                ids = (torch.log_softmax(scores, -1) + g).argmax(-1)
+        return scorer.embed_ids(ids)
+
+    def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
+        gold = _check_gold(scorer, batch)
+        self._count()
+        eps = self.eps if torch.is_grad_enabled() else 1.0
+
+        def feed(t: int, scores: torch.Tensor) -> torch.Tensor:
+            g = scorer.embed_ids(gold[:, t])
+            if eps >= 1.0:
+                return g
+            use_gold = self._rand((gold.shape[0], 1), g) < eps
+            return torch.where(use_gold, g, self._model_embedding(scorer, scores))
+
+        return _token_ce(unroll(scorer, batch, feed), gold, batch.mask)
+
+
+# -- relaxed beam-search objectives ---------------------------------------------------------------
+@dataclass(frozen=True)
+class BeamObjectiveConfig:
+    k: int = 3
+    alpha: AlphaSchedule = field(default_factory=AlphaSchedule)
+    o_cost: float = 2.0              # the cost of a wrong "O" (NER); other errors cost 1
+
+    def __post_init__(self):
+        check_beam_size(self.k)
+        if self.o_cost <= 0:
+            raise ValueError(f"o_cost must be > 0, got {self.o_cost}")
+
+
+def hamming_costs(gold: torch.Tensor, mask: torch.Tensor, n_labels: int, *, o_id: int = -1,
+                  o_cost: float = 2.0) -> torch.Tensor:
+    """d_t(v) [B, T, V]: 0 for the gold label, 1 otherwise, ``o_cost`` for a wrong ``o_id``; 0 at
+    masked steps."""
+    d = 1.0 - F.one_hot(gold, n_labels).to(torch.get_default_dtype())
+    if 0 <= o_id < n_labels:
+        d[..., o_id] = d[..., o_id] * o_cost
+    return d * mask[..., None]
+
+
+class BeamDirectLoss(_StepObjective):
+    per_position = False
+
+    def __init__(self, cfg: BeamObjectiveConfig, o_id: int = -1):
+        super().__init__()
+        self.cfg, self.o_id = cfg, o_id
+
+    @property
+    def alpha(self) -> float:
+        return self.cfg.alpha.at(self.epoch)
+
+    def costs(self, scorer: Any, batch: Any) -> torch.Tensor:
+        gold = _check_gold(scorer, batch)
+        return hamming_costs(gold, batch.mask, scorer.n_labels, o_id=self.o_id, o_cost=self.cfg.o_cost)
+
+    def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
+        return soft_beam_search(scorer, batch, self.cfg.k, self.alpha, cost=self.costs(scorer, batch)).loss
+
+
+class BeamHinge(BeamDirectLoss):
+    def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
+        res = soft_beam_search(scorer, batch, self.cfg.k, self.alpha, cost=self.costs(scorer, batch), augment=True)
+        return torch.relu(res.max_score - sequence_scores(scorer, batch, batch.tags))
+
+
+def make_seq_ce(cfg: SeqCEConfig, **_: Any) -> SeqCE:
+    return SeqCE()
+
+
+def make_scheduled_sampling(cfg: ScheduledSamplingConfig, *, updates_per_epoch: int, seed: int = 0, **_: Any):
+    return ScheduledSampling(cfg, updates_per_epoch, soft=False, seed=seed)
+
+
+def make_soft_scheduled_sampling(cfg: SoftScheduledSamplingConfig, *, updates_per_epoch: int, seed: int = 0, **_: Any):
+    return ScheduledSampling(cfg, updates_per_epoch, soft=True, seed=seed)
+
+
+def make_beam_dl(cfg: BeamObjectiveConfig, *, o_id: int = -1, **_: Any) -> BeamDirectLoss:
+    return BeamDirectLoss(cfg, o_id)
+
+
+def make_beam_hinge(cfg: BeamObjectiveConfig, *, o_id: int = -1, **_: Any) -> BeamHinge:
+    return BeamHinge(cfg, o_id)
