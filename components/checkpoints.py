@@ -4,7 +4,7 @@ The recipe is everything needed to rebuild the module before its weights are loa
 whoever trained it, so loading never consults ``params.yaml`` (whose values may have changed
 since, or been overridden by the trial that won a sweep)::
 
-    {"kind": "energy" | "infnet" | "tagger",    # which builder
+    {"kind": "energy" | "infnet" | "tagger" | "seq2seq",    # which builder
      "name": "blstm_crf_plus" | "cnn" | ...,     # registry name (energies) or architecture
      "config": {...},                            # the builder's frozen config, as a mapping
      "sizes": {"n_words": .., "n_chars": .., "n_labels": ..},
@@ -28,6 +28,7 @@ from components.config import ConfigError, from_dict
 from components.energies import ENERGIES
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 from components.models.infnets import InfNetConfig, build_infnet
+from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import KINDS
 
 
@@ -45,6 +46,8 @@ def build(rec: dict[str, Any], where: str = "recipe") -> nn.Module:
         return build_infnet(from_dict(InfNetConfig, cfg, where=f"{where}.config"), *n)
     if kind == "tagger":
         return BLSTMTagger(from_dict(BLSTMConfig, cfg, where=f"{where}.config"), n[0], n[2], n_chars=n[1])
+    if kind == "seq2seq":
+        return Seq2SeqTagger(from_dict(Seq2SeqTaggerConfig, cfg, where=f"{where}.config"), n[0], n[2], n_chars=n[1])
     raise ConfigError(f"{where}.kind: {kind!r} is not one of {KINDS}")
 
 

@@ -88,7 +88,7 @@ class SweepResult:
     best_config: dict[str, Any]
     best_metrics: dict[str, Any]
     best_checkpoint: Path | None
-    trials: list[dict[str, Any]]          # one row per trial: config, final metrics, status
+    trials: list[dict[str, Any]]          # one row per trial: config, final metrics, error, path, checkpoint
 
 
 def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: SweepConfig,
@@ -139,7 +139,8 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     trials = []
     for r in grid:
         trials.append({"config": dict(r.config or {}), "metrics": dict(r.metrics or {}),
-                       "error": repr(r.error) if r.error else "", "path": r.path})
+                       "error": repr(r.error) if r.error else "", "path": r.path,
+                       "checkpoint": r.checkpoint.path if r.checkpoint is not None else None})
     ok = [r for r in grid if not r.error and r.metrics and cfg.metric in r.metrics]
     if not ok:
         errors = "; ".join(t["error"] for t in trials if t["error"]) or "no trial reported the metric"

@@ -134,7 +134,8 @@ def conforms(energy: Any, protocol: type) -> bool:
 def require(energy: Any, protocol: type, who: str) -> None:
     """Raise ``TypeError`` naming ``who`` unless ``energy`` implements ``protocol``."""
     if not conforms(energy, protocol):
-        missing = [m for m in ("energy", "potentials", "start", "step") if hasattr(protocol, m) and not hasattr(energy, m)]
+        missing = [m for m in ("energy", "potentials", "start", "step", "embed", "embed_ids")
+                   if hasattr(protocol, m) and not hasattr(energy, m)]
         if not missing and hasattr(energy, "structure"):
             missing_s = f", whose structure is {energy.structure!r}"
         else:

@@ -5,6 +5,9 @@ and of the method's outputs, and decoding speed (sentences and tokens per second
 inference call alone, potentials excluded, as Tu & Gimpel time inference: the method sees a
 ``FixedPotentials`` energy whose potentials were computed before the clock started).
 
+:func:`evaluate_decoding` does the same for a decoder of a ``StepScorer`` (greedy, beam, soft
+beam): tagging metrics, the mean model score of its outputs and decoding speed.
+
 :func:`decode_dataset` is the one loop over a tagging dataset: evaluation here and a tagger's own
 argmax (``components.training.tagger.predict_tags``) both go through it.
 """
@@ -72,4 +75,30 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
         out["energy_relaxed"] = float(inst_r.mean())
     if instances:
         return out, {"energy": inst_e.numpy(), "relaxed_energy": inst_r.numpy()}
+    return out
+
+
+@torch.no_grad()
+def evaluate_decoding(scorer: Any, method: Any, ds: TaggingDataset, labels: Vocab, metric: str, *,
+                      batch_size: int = 64, device: str | torch.device = "cpu") -> dict[str, float]:
+    """A ``StepScorer`` decoded by ``method`` (an ``INFERENCE`` decoder) on ``ds`` -> tagging
+    metrics (``score``), ``energy_pred`` (mean -s(y) of the outputs) and decoding speed."""
+    scorer.eval()
+    acc = {"energy": 0.0, "seconds": 0.0}
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+
+    def decode(batch) -> torch.Tensor:
+        sync()
+        t0 = time.perf_counter()
+        res = method(scorer, batch)
+        sync()
+        acc["seconds"] += time.perf_counter() - t0
+        acc["energy"] += float(res.energy.sum())
+        return res.labels
+
+    preds = decode_dataset(ds, decode, labels, batch_size=batch_size, device=device)
+    out = tagging_scores(metric, [s.tags for s in ds.sentences], preds)
+    n, seconds = len(ds), acc["seconds"]
+    out.update({"energy_pred": acc["energy"] / max(n, 1), "decode_seconds": seconds,
+                "decode_sentences_per_s": n / max(seconds, 1e-9)})
     return out

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from components.inference.beam import NORMALISATIONS, BeamState, step_scores
+from components.inference.beam import NORMALISATIONS, BeamState, check_mask, step_scores
 from components.models.encoders import WordEmbedding
 
 
@@ -92,6 +92,7 @@ class Seq2SeqTagger(nn.Module):
 
     # -- StepScorer ----------------------------------------------------------------------------
     def start(self, batch: Any, k: int) -> tuple[BeamState, torch.Tensor]:
+        check_mask(batch.mask)
         enc, summary = self.encode(batch)
         B = enc.shape[0]
         h0 = torch.tanh(self.init_h(summary)) if self.init_h is not None else enc.new_zeros(B, self.cfg.hidden)

@@ -66,6 +66,8 @@ def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: St
         store.write_embeddings(out_dir / "glove.parquet", ids, toks, vecs)
         metrics["glove_coverage"] = len(ids) / max(len(words) - len(words.specials), 1)
     extra = {"features": list(features)} if features else {}   # no key at all without features
+    if cfg.top_k_labels > 0:                                     # nor without a top-K cut
+        extra["top_k_labels"] = cfg.top_k_labels
     write_json(out_dir / "meta.json", {"task": task, "format": cfg.format, "metric": cfg.metric,
                                        "scheme": cfg.scheme, "split": cfg.split, **extra, **metrics})
     return metrics

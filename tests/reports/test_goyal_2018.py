@@ -1,0 +1,267 @@
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from components.reports.curves import close
+from components.reports.goyal_2018 import (BEAM_VARIANTS, DECAY_VARIANTS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
+                                           SS_VARIANTS, TABLE1_2, TABLE3_1, TABLE3_2, curves_figure, findings,
+                                           findings_table, table_beam, table_decay, table_ss, write_report)
+
+
+def _var(greedy, beam=None, soft=None, *, seeds=1, std=0.0, failed=False, failure="", objective="seq_ce"):
+    beam = greedy if beam is None else beam
+    soft = beam if soft is None else soft
+    scores = {"greedy": greedy, "beam": beam, "soft_beam": soft}
+    stds = {k: std for k in scores}
+    return {"objective": objective, "feed": "gold", "alpha": "none", "decay_k": None, "config": {"train.lr": 0.001},
+            "seeds": seeds, "dev": {k: v - 1.0 for k, v in scores.items()}, "test": scores,
+            "dev_std": stds, "test_std": stds, "epochs_run": 10.0, "best_epoch": 7.0, "seconds_per_epoch": 3.5,
+            "failed": failed, "failure": failure}
+
+
+def _curve(n=3, base=50.0):
+    return [{"epoch": i + 1, "train_loss": 1.0 / (i + 1), "dev_score": base + i} for i in range(n)]
+
+
+def _task(variants, metric="span_f1", curves=None):
+    return {"metric": metric, "n_labels": 13, "top_k_labels": 0, "beam_size": 4, "n_train": 2394,
+            "variants": variants, "curves": curves if curves is not None else {v: _curve() for v in variants}}
+
+
+def _good_ner():
+    """Every claim holds."""
+    return _task({
+        "ce": _var(50.0, 49.0, 49.5),
+        "hinge_annealed": _var(48.0, 47.0, 47.5), "hinge_alpha1": _var(46.0, 45.0, 45.0),
+        "dl_alpha1": _var(50.0, 51.0, 51.2), "dl_annealed": _var(52.0, 53.0, 53.0),
+        "ss_greedy": _var(51.0), "ss_sample": _var(50.5),
+        "dss_fixed_greedy": _var(52.0), "dss_fixed_sample": _var(51.5),
+        "dss_annealed_greedy": _var(52.5), "dss_annealed_sample": _var(51.0),
+        "dss_k100": _var(52.5), "dss_k10": _var(52.0), "dss_k1": _var(51.0), "dss_always": _var(50.0),
+    })
+
+
+def _bad_morph():
+    """Every claim fails."""
+    return _task({
+        "ce": _var(90.0, 91.0, 91.0),
+        "hinge_annealed": _var(88.0, 88.0, 87.0), "hinge_alpha1": _var(88.0, 89.0, 88.0),
+        "dl_alpha1": _var(88.0, 90.0, 89.0), "dl_annealed": _var(88.0, 89.5, 89.0),
+        "ss_greedy": _var(89.0), "ss_sample": _var(88.0),
+        "dss_fixed_greedy": _var(89.5), "dss_fixed_sample": _var(89.0),
+        "dss_annealed_greedy": _var(88.0), "dss_annealed_sample": _var(88.5),
+        "dss_k100": _var(88.0), "dss_always": _var(89.0),
+    }, metric="accuracy")
+
+
+def _metrics(**tasks):
+    return {"tasks": tasks}
+
+
+def _rows(rows, task, prefix):
+    hits = [r for r in rows if r["task"] == task and r["claim"].startswith(prefix)]
+    assert hits, (task, prefix)
+    return hits
+
+
+def _verdicts(rows, task):
+    return [r["verdict"] for r in rows if r["task"] == task]
+
+
+# ---------------------------------------------------------------------------------------------
+# the papers' numbers
+def test_paper_tables_transcribed_exactly():
+    t2, t1 = TABLE1_2["NER"], TABLE1_2["CCG"]
+    assert t2["dl_annealed"]["test"] == {"greedy": None, "beam": 56.15, "soft_beam": 56.38}
+    assert t2["dl_annealed"]["dev"] == {"greedy": None, "beam": 51.86, "soft_beam": 51.96}
+    assert t2["ce"]["dev"] == {"greedy": 50.21, "beam": 46.22, "soft_beam": 47.50}
+    assert t2["ce"]["test"] == {"greedy": 54.92, "beam": 51.34, "soft_beam": 52.78}
+    assert t2["hinge_alpha1"]["test"] == {"greedy": None, "beam": 44.67, "soft_beam": 43.82}
+    assert t1["ce"]["test"] == {"greedy": 80.35, "beam": 82.42, "soft_beam": 82.00}
+    assert t1["dl_annealed"]["test"]["beam"] == 85.82 and t1["dl_alpha1"]["dev"]["beam"] == 83.23
+    assert t1["hinge_annealed"]["test"] == {"greedy": None, "beam": 83.54, "soft_beam": 83.05}
+    # the paper's text: "+5.5 accuracy points for supertagging", DL-annealed over greedy CE
+    assert t1["dl_annealed"]["test"]["beam"] - t1["ce"]["test"]["greedy"] == pytest.approx(5.47)
+    assert TABLE3_1["NER"]["dss_annealed_greedy"] == {"dev": 51.43, "test": 56.33}
+    assert TABLE3_1["NER"]["ce"] == {"dev": 49.43, "test": 53.32}
+    assert TABLE3_1["NER"]["ss_sample"] == {"dev": 50.90, "test": 54.60}
+    assert TABLE3_1["MT"]["dss_annealed_sample"] == {"dev": 21.36, "test": 20.60}
+    assert TABLE3_1["MT"]["ss_greedy"]["test"] - TABLE3_1["MT"]["ce"]["test"] == pytest.approx(0.74)
+    assert TABLE3_2 == {"dss_k100": 56.33, "dss_k10": 55.88, "dss_k1": 55.30, "dss_always": 54.83}
+    assert set(TABLE3_1["NER"]) == set(SS_VARIANTS) and set(TABLE1_2["NER"]) == set(BEAM_VARIANTS)
+
+
+# ---------------------------------------------------------------------------------------------
+# findings
+def test_findings_all_reproduced_and_all_not_reproduced():
+    rows = findings(_metrics(ner=_good_ner(), greek_morph=_bad_morph()))
+    assert {r["verdict"] for r in rows} <= {REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE}
+    assert all(set(r) == {"claim", "task", "paper", "ours", "verdict"} for r in rows)
+    assert _verdicts(rows, "ner") == [REPRODUCED] * 6
+    assert _verdicts(rows, "greek_morph") == [NOT_REPRODUCED] * 6
+    c1 = _rows(rows, "ner", "(1)")[0]
+    assert "56.15" in c1["paper"] and "54.92" in c1["paper"]
+    assert "53.00" in c1["ours"] and "50.00" in c1["ours"]
+    assert "85.82" in _rows(rows, "greek_morph", "(1)")[0]["paper"]
+    hinge = [r for r in _rows(rows, "greek_morph", "(2)") if "hinge" in r["claim"]][0]
+    assert "83.54" in hinge["paper"] and "83.36" in hinge["paper"]
+
+
+def test_soft_beam_claim_quotes_the_papers_own_mixed_evidence():
+    rows = findings(_metrics(ner=_good_ner(), greek_morph=_bad_morph()))
+    ner3 = _rows(rows, "ner", "(3)")[0]
+    assert "holds for 3/4" in ner3["paper"] and "holds for 4/4" in ner3["ours"]
+    morph3 = _rows(rows, "greek_morph", "(3)")[0]
+    assert "holds for 1/4" in morph3["paper"] and "holds for 0/4" in morph3["ours"]
+    # soft == hard counts as holding (≥), for every model
+    m = _good_ner()
+    for v in ("hinge_annealed", "hinge_alpha1", "dl_alpha1", "dl_annealed"):
+        m["variants"][v]["test"]["soft_beam"] = m["variants"][v]["test"]["beam"]
+    assert _rows(findings(_metrics(ner=m)), "ner", "(3)")[0]["verdict"] == REPRODUCED
+    # one model with soft < hard: not reproduced
+    m["variants"]["dl_alpha1"]["test"]["soft_beam"] = 50.0
+    assert _rows(findings(_metrics(ner=m)), "ner", "(3)")[0]["verdict"] == NOT_REPRODUCED
+
+
+def test_ss_claim_picks_best_by_dev_and_needs_both_inequalities():
+    m = _good_ner()
+    row = _rows(findings(_metrics(ner=m)), "ner", "(4)")[0]
+    assert "dss_annealed_greedy" in row["ours"] and "ss_greedy" in row["ours"]
+    assert "dss_annealed_greedy 56.33" not in row["paper"]          # the paper's best by dev: α-soft fixed greedy
+    assert "dss_fixed_greedy 55.88 > ss_sample 54.60 > ce 53.32" in row["paper"]
+    # relaxed > Bengio holds, but Bengio does not beat CE
+    m["variants"]["ce"]["test"]["greedy"] = 51.5
+    assert _rows(findings(_metrics(ner=m)), "ner", "(4)")[0]["verdict"] == NOT_REPRODUCED
+    # the best-by-dev α-soft variant is what counts, not the best on test
+    m = _good_ner()
+    m["variants"]["dss_fixed_sample"]["dev"]["greedy"] = 99.0          # best dev, test 51.5 > ss 51.0 still
+    row = _rows(findings(_metrics(ner=m)), "ner", "(4)")[0]
+    assert row["ours"].startswith("dss_fixed_sample 51.50 >") and row["verdict"] == REPRODUCED
+    # greek_morph: the thesis has no CCG column, MT is quoted for reference
+    mrow = _rows(findings(_metrics(greek_morph=_bad_morph())), "greek_morph", "(4)")[0]
+    assert "MT" in mrow["paper"] and "not comparable" in mrow["paper"] and "20.60" in mrow["paper"]
+
+
+def test_missing_and_failed_variants_are_not_testable():
+    m = _good_ner()
+    del m["variants"]["dl_annealed"]
+    m["variants"]["dss_always"] = _var(10.0, failed=True, failure="dev F1 stayed at 0")
+    for v in ("ss_greedy", "ss_sample"):
+        del m["variants"][v]
+    rows = findings(_metrics(ner=m))
+    c1 = _rows(rows, "ner", "(1)")[0]
+    assert c1["verdict"] == NOT_TESTABLE and "dl_annealed not run" in c1["ours"]
+    dl2 = [r for r in _rows(rows, "ner", "(2)") if "DL" in r["claim"]][0]
+    assert dl2["verdict"] == NOT_TESTABLE
+    hinge2 = [r for r in _rows(rows, "ner", "(2)") if "hinge" in r["claim"]][0]
+    assert hinge2["verdict"] == REPRODUCED
+    c3 = _rows(rows, "ner", "(3)")[0]                                  # tested on the three that ran
+    assert c3["verdict"] == REPRODUCED and "holds for 3/3" in c3["ours"] and "dl_annealed not run" in c3["ours"]
+    c4 = _rows(rows, "ner", "(4)")[0]
+    assert c4["verdict"] == NOT_TESTABLE and "no usable Bengio variant" in c4["ours"]
+    c5 = _rows(rows, "ner", "(5)")[0]
+    assert c5["verdict"] == NOT_TESTABLE and "dss_always failed (dev F1 stayed at 0)" in c5["ours"]
+    # a task with none of the search-aware models at all
+    only_ce = _task({"ce": _var(50.0)})
+    assert _rows(findings(_metrics(ner=only_ce)), "ner", "(3)")[0]["verdict"] == NOT_TESTABLE
+
+
+def test_within_noise_is_nuance_not_a_verdict():
+    m = _good_ner()
+    m["variants"]["dl_annealed"].update(seeds=3, test_std={"greedy": 2.0, "beam": 2.0, "soft_beam": 2.0})
+    m["variants"]["ce"].update(seeds=3, test_std={"greedy": 4.0, "beam": 4.0, "soft_beam": 4.0})
+    c1 = _rows(findings(_metrics(ner=m)), "ner", "(1)")[0]
+    assert c1["verdict"] == REPRODUCED and "within noise" in c1["ours"] and "± 2.00" in c1["ours"]
+    m["variants"]["ce"]["test"]["greedy"] = 53.5                        # now CE wins, still within noise
+    c1 = _rows(findings(_metrics(ner=m)), "ner", "(1)")[0]
+    assert c1["verdict"] == NOT_REPRODUCED and "within noise" in c1["ours"]
+
+
+def test_unknown_task_gets_findings_without_paper():
+    rows = findings(_metrics(my_task=_good_ner()))
+    assert _verdicts(rows, "my_task") == [REPRODUCED] * 6
+    assert _rows(rows, "my_task", "(1)")[0]["paper"] == "no paper counterpart"
+    md = findings_table(rows)
+    assert md.count("**reproduced**") == 6 and md.startswith("| claim | task | paper | ours | verdict |")
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+def test_table_beam_ours_beside_paper_with_std_missing_and_failed():
+    m = _good_ner()
+    m["variants"]["dl_annealed"].update(seeds=3, test_std={"greedy": 0.1, "beam": 0.25, "soft_beam": 0.3})
+    m["variants"]["hinge_alpha1"].update(failed=True, failure="loss diverged")
+    del m["variants"]["dl_alpha1"]
+    md = table_beam(_metrics(ner=m), "ner")
+    assert "| Baseline CE | `ce` | 49.00 (50.21) | 50.00 (54.92) | 48.00 (46.22) | 49.00 (51.34) |" in md
+    assert "53.00 ± 0.25 (56.15)" in md                                 # hard beam test, 3 seeds
+    assert "51.00 ± 0.00 (–)" in md                                     # greedy dev: the paper's "-"
+    assert "| G̃DL, α = 1 | `dl_alpha1` | — (–) | — (–) | — (49.88) |" in md
+    assert "45.00 ✗ (44.67)" in md and "✗ ner / hinge_alpha1 failed: “loss diverged”" in md
+    assert "ner: not run: dl_alpha1" in md
+    morph = table_beam(_metrics(greek_morph=_bad_morph()), "greek_morph")
+    assert "(85.82)" in morph and "Table 1" in morph
+    own = table_beam(_metrics(my_task=_good_ner()), "my_task")
+    assert "No paper counterpart" in own and "(54.92)" not in own
+    with pytest.raises(KeyError):
+        table_beam(_metrics(ner=m), "pos")
+
+
+def test_table_ss_and_decay():
+    morph = _bad_morph()
+    del morph["variants"]["ss_sample"]
+    md = table_ss(_metrics(ner=_good_ner(), greek_morph=morph))
+    row = [line for line in md.splitlines() if "`dss_annealed_greedy`" in line][0]
+    assert row == ("| α-soft annealed, greedy | `dss_annealed_greedy` | 51.50 (51.43) | 52.50 (56.33) | "
+                   "87.00 | 88.00 | 21.28 | 20.18 |")
+    assert "| Bengio et al. (2015), sample | `ss_sample` | 49.50 (50.90) | 50.50 (54.60) | — | — | 20.40 | 19.69 |" in md
+    assert "greek_morph: not run: ss_sample" in md and "Greek→English" in md
+    dec = table_decay(_metrics(ner=_good_ner(), greek_morph=_bad_morph()))
+    assert "| 100 | `dss_k100` | 52.50 | 88.00 | 56.33 |" in dec
+    assert "| 10 | `dss_k10` | 52.00 | — | 55.88 |" in dec
+    assert "| always | `dss_always` | 50.00 | 89.00 | 54.83 |" in dec
+    none = table_decay(_metrics(ner=_task({"ce": _var(50.0)})))
+    assert "paper column only" in none and "| 1 | `dss_k1` | 55.30 |" in none
+    assert all(v in dec for v in DECAY_VARIANTS)
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="tasks"):
+        findings({"ner": _good_ner()})
+
+
+# ---------------------------------------------------------------------------------------------
+# figure and report
+def test_curves_figure_has_one_line_per_variant_in_both_panels():
+    m = _good_ner()
+    m["variants"]["dss_always"]["failed"] = True
+    fig = curves_figure(_metrics(ner=m), "ner")
+    try:
+        assert isinstance(fig, Figure)
+        dev, loss = fig.axes
+        assert len(dev.lines) == len(loss.lines) == len(m["curves"])
+        labels = [t.get_text() for t in dev.get_legend().get_texts()]
+        assert "dss_always ✗" in labels and "ce" in labels
+    finally:
+        close(fig)
+    fig = curves_figure(_metrics(ner=_task({"ce": _var(50.0)}, curves={})), "ner")
+    close(fig)
+
+
+def test_write_report_writes_readme_and_pngs(tmp_path: Path):
+    metrics = _metrics(ner=_good_ner(), greek_morph=_bad_morph(), my_task=_task({"ce": _var(50.0)}, curves={}))
+    out = write_report(metrics, tmp_path / "report")
+    assert set(out) == {"README.md", "curves_ner.png", "curves_greek_morph.png", "curves_my_task.png"}
+    for path in out.values():
+        p = Path(path)
+        assert p.exists() and p.stat().st_size > 0 and p.parent == tmp_path / "report"
+    assert Path(out["curves_ner.png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in (tmp_path / "report").iterdir() if p.name.endswith(".tmp")]
+    md = Path(out["README.md"]).read_text()
+    for heading in ("# Search-aware training", "## Setup", "Table 2 (NER) — ner", "Table 1 (CCG supertagging)",
+                    "## Thesis Table 3.1", "## Thesis Table 3.2", "## Findings", "## Learning curves"):
+        assert heading in md
+    assert "ner: beam size 4, top-K labels K = all (of 13), 2394 training sentences, 1 seed(s)" in md
+    assert "![learning curves, ner](curves_ner.png)" in md
+    assert "**not reproduced**" in md and "**reproduced**" in md
