@@ -5,6 +5,13 @@ against pytorch-crf (and torch-struct where it fits in memory) at (B, N) = (32, 
 ``bench.kernels.labels``, on the same inputs, with ``bench.threads`` torch threads on the CPU, and
 on the GPU when one is visible. Values are checked to agree before anything is timed. Results go
 to ``metrics/bench.json``, MLflow, and ``plots/bench/kernels.md`` (a table for BENCHMARKS.md).
+
+Goyal et al. (2018) (``bench.beam``, :mod:`components.inference.beam_bench`): on the first
+``train_batches`` shuffled training batches of ``bench.beam.task``, relaxed-beam training
+(``BeamDirectLoss`` at each K in ``train_ks``) against cross-entropy training of the same randomly
+initialised seq2seq tagger, and on the first ``sentences`` dev sentences hard ``beam_search`` at
+``decode_k`` against the naive per-hypothesis loop; interleaved rounds repeated until the ratios
+are stable or ``time_cap_s``. Metrics under ``beam.<device>``.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ from components import checkpoints
 from components.inference.gradient_descent import GDConfig
 from components.inference.study import ApproxStudyConfig
 from components.inference.oracle_bench import compare_oracle_grid
+from components.inference.beam_bench import compare_decoding, compare_train_epochs
+from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.structures.baselines import PytorchCRF, TorchStruct
 from flows.stages.common import StageContext, main
 
@@ -47,11 +56,39 @@ class OracleBenchConfig:
 
 
 @dataclass(frozen=True)
+class BeamBenchConfig:
+    task: str = "ner"
+    model: Seq2SeqTaggerConfig = field(default_factory=Seq2SeqTaggerConfig)   # randomly initialised
+    train_ks: tuple[int, ...] = (3, 5)      # relaxed-beam sizes K timed against CE training
+    train_batches: int = 16                 # the first n shuffled training batches (0: the whole epoch)
+    decode_k: int = 5
+    sentences: int = 96                     # the first n dev sentences, decoded
+    batch_size: int = 32                    # training batches
+    decode_batch_size: int = 64             # batched decoding (the search_aware stage's eval_batch_size)
+    lr: float = 1e-3
+    min_repeats: int = 3
+    max_repeats: int = 10
+    tol: float = 0.10                       # stop when the ratios' IQR lies within median * (1 +- tol)
+    time_cap_s: float = 20.0                # per comparison and device (checked between rounds)
+    decode_target: float = 20.0             # issue 6: batched decoding >= 20x the naive loop
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.train_ks or min(self.train_ks) < 1 or self.decode_k < 1:
+            raise ValueError(f"bench.beam: beam sizes must be >= 1, got train_ks={self.train_ks}, "
+                             f"decode_k={self.decode_k}")
+        if self.sentences < 1 or self.batch_size < 1 or self.decode_batch_size < 1 or self.train_batches < 0:
+            raise ValueError("bench.beam: sentences, batch_size and decode_batch_size must be >= 1, "
+                             "train_batches >= 0")
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     threads: int = 2
     gpu: bool = True                        # also run on CUDA when it is available
     kernels: KernelBenchConfig = field(default_factory=KernelBenchConfig)
     oracle: OracleBenchConfig = field(default_factory=OracleBenchConfig)
+    beam: BeamBenchConfig = field(default_factory=BeamBenchConfig)
     report: str = "plots/bench/kernels.md"
 
 
@@ -170,6 +207,52 @@ def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device
             "max_N": float(max(gd.checkpoints)), "target_100x": res["speedup"] >= 100}
 
 
+def bench_beam(cfg: BeamBenchConfig, ctx: StageContext, device: str) -> dict[str, Any]:
+    """Goyal et al. (2018): relaxed-beam vs CE training passes and batched vs naive hard beam
+    decoding, on the real task with a randomly initialised seq2seq tagger (see the module doc)."""
+    task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
+    sizes = task.sizes
+    model = Seq2SeqTagger(cfg.model, sizes["n_words"], sizes["n_labels"], n_chars=sizes["n_chars"],
+                          glove_ids=task.glove_ids, glove_vectors=task.glove_vectors, seed=cfg.seed).to(device)
+    o_id = task.vocabs["label"].index("O", -1)
+    train = list(task.train.batches(cfg.batch_size, shuffle=True, seed=cfg.seed, device=device))
+    train = train[:cfg.train_batches] if cfg.train_batches else train
+    rounds = dict(min_repeats=cfg.min_repeats, max_repeats=cfg.max_repeats, tol=cfg.tol, time_cap_s=cfg.time_cap_s,
+                  device=device)
+    out = compare_train_epochs(model, train, cfg.train_ks, o_id=o_id, lr=cfg.lr, **rounds)
+    dev = task.dev.subset(range(min(cfg.sentences, len(task.dev))))
+    dec = compare_decoding(model, list(dev.batches(cfg.decode_batch_size, device=device)), cfg.decode_k,
+                           target=cfg.decode_target, **rounds)
+    out.update({f"decode_{k}" if k in ("repeats", "stable", "sentences") else k: v for k, v in dec.items()})
+    out["train_repeats"], out["train_stable"] = out.pop("repeats"), out.pop("stable")
+    out["train_sentences"] = out.pop("sentences")
+    return out
+
+
+def beam_markdown(beam: dict[str, Any], cfg: BeamBenchConfig) -> str:
+    lines = [f"### Goyal et al. (2018): search-aware training and beam decoding ({cfg.task}, random init)", ""]
+    for dev, r in beam.items():
+        if not isinstance(r, dict):
+            lines += [f"{dev}: {r}", ""]
+            continue
+        lines += [f"#### {dev}", "",
+                  f"training, {int(r['batches'])} batches ({int(r['train_sentences'])} sentences), "
+                  f"{int(r['train_repeats'])} interleaved rounds (stable: {r['train_stable']}): CE {r['ce_s']:.3f} s", "",
+                  "| K | relaxed beam (s) | ratio to CE (median) | IQR | <= K |", "|---|---|---|---|---|"]
+        for k in cfg.train_ks:
+            lines.append(f"| {k} | {r[f'beam_k{k}_s']:.3f} | {r[f'train_ratio_k{k}']:.2f}x | "
+                         f"{r[f'train_ratio_k{k}_q1']:.2f}-{r[f'train_ratio_k{k}_q3']:.2f} | "
+                         f"{'yes' if r[f'train_within_k{k}'] else 'NO'} |")
+        k = cfg.decode_k
+        lines += ["", f"hard beam decoding, k = {k}, {int(r['decode_sentences'])} dev sentences, "
+                      f"{int(r['decode_repeats'])} rounds: batched {r['batched_sents_per_s']:.0f} sent/s "
+                      f"({r['batched_s']:.3f} s), naive loop {r['naive_sents_per_s']:.0f} sent/s ({r['naive_s']:.2f} s), "
+                      f"ratio {r[f'decode_ratio_k{k}']:.1f}x (IQR {r[f'decode_ratio_k{k}_q1']:.1f}-"
+                      f"{r[f'decode_ratio_k{k}_q3']:.1f}; target {cfg.decode_target:.0f}x: "
+                      f"{'met' if r['decode_target_met'] else 'NOT met'})", ""]
+    return "\n".join(lines) + "\n"
+
+
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(BenchConfig, "bench", params)
     acfg = load_section(ApproxStudyConfig, "approx", params)
@@ -182,12 +265,19 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         results[dev]["targets"] = targets(results[dev])
         results[dev]["oracle_grid"] = bench_oracle(cfg.oracle, gd, ctx, dev)
         print(f"bench {dev} oracle grid: {results[dev]['oracle_grid']}", flush=True)
+    beam: dict[str, Any] = {}
+    for dev in devices:
+        beam[dev] = bench_beam(cfg.beam, ctx, dev)
+        print(f"bench {dev} beam: {beam[dev]}", flush=True)
+    if "cuda" not in devices:
+        beam["cuda"] = "no GPU" if not torch.cuda.is_available() else "skipped (bench.gpu: false)"
     machine = {"cpu": platform.processor() or platform.machine(), "threads": cfg.threads,
                "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else "none"}
-    write_text(ctx.path(cfg.report), f"machine: {machine}\n\n" + markdown(results, cfg.kernels))
+    write_text(ctx.path(cfg.report), f"machine: {machine}\n\n" + markdown(results, cfg.kernels)
+               + "\n" + beam_markdown(beam, cfg.beam))
     ctx.tracker.log_artifact(ctx.path(cfg.report), "bench")
     ctx.tracker.log_params({f"machine.{k}": v for k, v in machine.items()})
-    return {"kernels": results, "machine": machine}
+    return {"kernels": results, "beam": beam, "machine": machine}
 
 
 if __name__ == "__main__":

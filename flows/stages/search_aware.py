@@ -10,7 +10,8 @@ and by soft beam on dev and test. Two grids run one after the other: the CE mode
 every other variant — the relaxed-beam objectives start from the CE model of their task and seed
 (the papers pretrain with CE); scheduled sampling trains from scratch, gold-fed in epoch 1.
 
-Outputs: ``models/search_aware/<task>/<variant>/`` (the best seed, with its recipe),
+Outputs: ``models/search_aware/<task>/<variant>/`` (the best seed, with its recipe; the CE model of
+every seed under ``warm_start/``),
 ``metrics/search_aware.json`` (per task and variant: the dev-tuned settings and the mean / std
 over seeds of each decoding's dev and test score), ``plots/search_aware/<task>.json`` (training
 curves of the best seed) and the report.
@@ -156,6 +157,11 @@ def _alpha_of(obj_cfg: Any, epoch: int) -> float | None:
 
 
 # -- one trial: (task, variant, seed) ---------------------------------------------------------------
+def _warm_start(models: Path, task: str, seed: int) -> Path:
+    """Where the CE model of (task, seed) waits for the variants that start from it."""
+    return models / task / "warm_start" / f"ce.seed{seed}"
+
+
 def _decoders(k: int, alpha: float) -> dict[str, Any]:
     return {"greedy": INFERENCE.build("greedy"), "beam": INFERENCE.build("beam", {"k": k}),
             "soft_beam": INFERENCE.build("soft_beam", {"k": k, "alpha": alpha})}
@@ -183,7 +189,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     tune_on = entry.meta["prediction"]                 # greedy | beam
     optim = cfg.finetune if v.warm_start else cfg.optim
     n_batches = -(-len(task.train) // optim.batch_size)
-    warm = rootp / cfg.models_dir / task_name / "ce" / f"seed{seed}" / "model.pt"
+    warm = _warm_start(rootp / cfg.models_dir, task_name, seed) / "model.pt"
     if v.warm_start and not warm.exists():
         raise FileNotFoundError(f"{warm}: the CE model this variant warm-starts from (variant 'ce' runs first)")
 
@@ -242,8 +248,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                                                         batch_size=cfg.eval_batch_size, device=device)["score"]
     history = best["state"].history
     epoch_s = [h["train_seconds"] for h in history]
-    trial_dir = Path(tune.get_context().get_trial_dir())
-    with tempfile.TemporaryDirectory(dir=trial_dir) as d:
+    with tempfile.TemporaryDirectory() as d:
         torch.save(best["weights"], Path(d) / "model.pt")
         meta = {"task": task_name, "variant": variant, "seed": seed, "objective": v.objective,
                 "config": dataclasses.asdict(best["obj_cfg"]), "tuned": best["values"],
@@ -322,7 +327,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     models = ctx.path(cfg.models_dir)
     runs = _sweep(ctx, params, cfg, "ce", _grid(cfg, ["ce"]))
     for r in runs:                                # the warm starts of the second grid
-        copy_checkpoint(Path(r["checkpoint"]), models / r["run"]["task"] / "ce" / f"seed{r['run']['seed']}")
+        copy_checkpoint(Path(r["checkpoint"]), _warm_start(models, r["run"]["task"], r["run"]["seed"]))
     others = [n for n in cfg.variants if n != "ce"]
     if others:
         runs += _sweep(ctx, params, cfg, "variants", _grid(cfg, others))

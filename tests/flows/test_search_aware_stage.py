@@ -40,7 +40,7 @@ def test_search_aware_stage_runs_both_grids_and_writes_the_report(tiny_root):
     assert ner["variants"]["dl_annealed"]["warm_start"] and ner["variants"]["dl_annealed"]["alpha"] == "annealed"
     assert ner["variants"]["dss_k1"]["decay_k"] == 1.0 and ner["beam_size"] == 2
     # the CE warm starts, per seed; the tuned settings come from the space (2 Optuna trials)
-    assert (root / "models/search_aware/ner/ce/seed0/model.pt").exists()
+    assert (root / "models/search_aware/ner/warm_start/ce.seed0/model.pt").exists()
     assert "seed0.lr" in ner["variants"]["ce"]["config"]
     saved = json.loads((root / "metrics/search_aware.json").read_text())
     assert saved["tasks"]["ner"]["variants"]["ce"]["test"] == ner["variants"]["ce"]["test"]
@@ -53,7 +53,7 @@ def test_search_aware_stage_runs_both_grids_and_writes_the_report(tiny_root):
 @pytest.mark.parametrize("edit, match", [
     (lambda sa: sa["variants"].pop("ce"), "'ce' is required"),
     (lambda sa: sa["variants"]["ss_greedy"].update(objective="nll"), "ss_greedy.objective: 'nll' is not a step objective"),
-    (lambda sa: sa["variants"]["ss_greedy"].update(config={"feed": "argmax"}), "feed must be greedy or sample"),
+    (lambda sa: sa["variants"]["ss_greedy"].update(config={"feed": "argmax"}), r"ss_greedy.config.feed: expected one of \(.greedy., .sample.\)"),
     (lambda sa: sa["variants"]["ss_greedy"].update(space={"optim.lr": {"type": "choice", "values": [1]}}),
      "must be 'lr' or 'config.<key>'"),
     (lambda sa: sa["variants"]["ss_greedy"].update(space={"config.decay": {"type": "choice", "values": [1]}}),
