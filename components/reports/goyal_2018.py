@@ -52,6 +52,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from components.inference import INFERENCE, StepScorer  # noqa: E402
 from components.io import atomic_path, write_text  # noqa: E402
 from components.reports.curves import close  # noqa: E402
 
@@ -63,7 +64,7 @@ TASK_NOTE = {
     "greek_morph_k400": "SBLGNT Greek morphology with its 400 most frequent tags (the rest mapped to '*'; accuracy) "
                         "in place of CCG supertagging (1,284 labels)",
 }
-DECODINGS = ("greedy", "beam", "soft_beam")
+DECODINGS = tuple(n for n, e in INFERENCE.items() if e.meta["needs"] is StepScorer)   # greedy, beam, soft_beam
 DECODING_LABEL = {"greedy": "greedy", "beam": "hard beam", "soft_beam": "soft beam"}
 SPLITS = ("dev", "test")
 
@@ -515,12 +516,14 @@ def curves_figure(metrics: Mapping[str, Any], task: str) -> Figure:
     m = _task(metrics, task)
     curves = {v: c for v, c in (m.get("curves") or {}).items() if c}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), dpi=110)
-    for name, hist in curves.items():
+    palette = plt.get_cmap("tab20").colors          # up to 20 variants without a repeated colour
+    for i, (name, hist) in enumerate(curves.items()):
         failed = bool((_variant(m, name) or {}).get("failed"))
         style = "--" if failed else "-"
         label = name + (" ✗" if failed else "")
         ep = [h["epoch"] for h in hist]
-        line, = ax1.plot(ep, [h.get("dev_score", math.nan) for h in hist], style, marker="o", ms=3, label=label)
+        line, = ax1.plot(ep, [h.get("dev_score", math.nan) for h in hist], style, marker="o", ms=3, label=label,
+                         color=palette[i % len(palette)])
         ax2.plot(ep, [h.get("train_loss", math.nan) for h in hist], style, marker="o", ms=3, color=line.get_color(),
                  label=label)
     if not curves:

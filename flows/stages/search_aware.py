@@ -32,7 +32,7 @@ import torch
 
 from components.config import BaseConfig, ConfigError, ResourcesConfig, from_dict, load_section, resolve_device
 from components.data.tasks import load_tagging_task
-from components.inference import INFERENCE
+from components.inference import INFERENCE, StepScorer
 from components.inference.evaluate import evaluate_decoding
 from components.io import write_json
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
@@ -43,7 +43,7 @@ from components.training.loop import FitState, TrainConfig, fit
 from flows.stages.common import StageContext, main
 from flows.sweeps import SweepConfig, copy_checkpoint, run_sweep
 
-DECODINGS = ("greedy", "beam", "soft_beam")
+DECODINGS = tuple(n for n, e in INFERENCE.items() if e.meta["needs"] is StepScorer)   # greedy, beam, soft_beam
 
 
 @dataclass(frozen=True)
