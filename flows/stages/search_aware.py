@@ -41,7 +41,7 @@ from components.reports.goyal_2018 import write_report
 from components.training import OBJECTIVES
 from components.training.loop import FitState, TrainConfig, fit
 from flows.stages.common import StageContext, main
-from flows.sweeps import SweepConfig, copy_checkpoint, run_sweep
+from flows.sweeps import SweepConfig, copy_checkpoint, epoch_bar, run_sweep
 
 DECODINGS = tuple(n for n, e in INFERENCE.items() if e.meta["needs"] is StepScorer)   # greedy, beam, soft_beam
 
@@ -199,7 +199,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
             model.load_state_dict(torch.load(warm, map_location="cpu", weights_only=True))
         return model.to(device)
 
-    def train(values: dict[str, Any], on_epoch=None):
+    def train(values: dict[str, Any], on_epoch=None, on_batch=None):
         torch.manual_seed(seed)
         obj_cfg = _objective_config(v, values, where=f"search_aware.variants.{variant}")
         if hasattr(obj_cfg, "k"):                      # the relaxed beam searches with the task's beam size
@@ -215,7 +215,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
 
         state = fit(model, objective,
                     lambda epoch: task.train.batches(optim.batch_size, shuffle=True, seed=seed * 1000 + epoch, device=device),
-                    n_batches, evaluate, tcfg, on_epoch=on_epoch)
+                    n_batches, evaluate, tcfg, on_epoch=on_epoch, on_batch=on_batch)
         return model, state, obj_cfg, objective
 
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
@@ -228,7 +228,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
         so_far = best.get("score", -math.inf)
         model, state, obj_cfg, objective = train(values, on_epoch=lambda s, r, i=i, b=so_far: tune.report(
             {"optuna_trial": float(i), "epoch": r["epoch"], "dev_score": r["dev_score"], "train_loss": r["train_loss"],
-             "best_dev_score": max(b, s.best_score)}))
+             "best_dev_score": max(b, s.best_score)}), on_batch=epoch_bar(f"{task_name}/{variant} ({i + 1}/{n_trials})"))
         study.tell(ot, state.best_score)
         if not best or state.best_score > best["score"]:
             best = {"score": state.best_score, "values": values, "state": state, "obj_cfg": obj_cfg,
