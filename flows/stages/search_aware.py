@@ -162,9 +162,10 @@ def _warm_start(models: Path, task: str, seed: int) -> Path:
     return models / task / "warm_start" / f"ce.seed{seed}"
 
 
-def _decoders(k: int, alpha: float) -> dict[str, Any]:
-    return {"greedy": INFERENCE.build("greedy"), "beam": INFERENCE.build("beam", {"k": k}),
-            "soft_beam": INFERENCE.build("soft_beam", {"k": k, "alpha": alpha})}
+def _decoder(name: str, k: int, alpha: float) -> Any:
+    """The ``INFERENCE`` decoder ``name`` with the task's beam size (and the soft beam's alpha)."""
+    cfg = {"greedy": {}, "beam": {"k": k}, "soft_beam": {"k": k, "alpha": alpha}}[name]
+    return INFERENCE.build(name, cfg)
 
 
 def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
@@ -208,10 +209,11 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
         model = build()
         tcfg = dataclasses.replace(optim, lr=float(values.get("lr", optim.lr)))
 
+        method = _decoder(tune_on, k, cfg.decode_alpha)        # greedy or hard beam: no alpha involved
+
         def evaluate(m) -> dict[str, float]:
-            alpha = _alpha_of(obj_cfg, objective.epoch) or cfg.decode_alpha
-            return evaluate_decoding(m, _decoders(k, alpha)[tune_on], dev, labels, task.metric,
-                                     batch_size=cfg.eval_batch_size, device=device)
+            return evaluate_decoding(m, method, dev, labels, task.metric, batch_size=cfg.eval_batch_size,
+                                     device=device)
 
         state = fit(model, objective,
                     lambda epoch: task.train.batches(optim.batch_size, shuffle=True, seed=seed * 1000 + epoch, device=device),
@@ -243,8 +245,8 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
     with torch.no_grad():
         for split, ds in (("dev", task.dev), ("test", task.test)):
-            for name, method in _decoders(k, alpha).items():
-                scores[split][name] = evaluate_decoding(model, method, ds, labels, task.metric,
+            for name in DECODINGS:
+                scores[split][name] = evaluate_decoding(model, _decoder(name, k, alpha), ds, labels, task.metric,
                                                         batch_size=cfg.eval_batch_size, device=device)["score"]
     history = best["state"].history
     epoch_s = [h["train_seconds"] for h in history]
@@ -295,7 +297,7 @@ def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str
     best_i = int(np.argmax([r["metrics"]["best_dev_score"] for r in runs]))
     alpha = getattr(obj_cfg, "alpha", None)
     decay = getattr(obj_cfg, "decay_k", None)
-    tuned_decay = any(k == "config.decay_k" for k in v.space)
+    tuned_decay = "config.decay_k" in v.space
     out = {"objective": v.objective, "feed": OBJECTIVES[v.objective].meta["feed"] if v.objective != "seq_ce" else "gold",
            "alpha": "none" if alpha is None else ("annealed" if alpha.annealed else "fixed"),
            "decay_k": None if decay is None or tuned_decay else (-1.0 if decay == 0 else float(decay)),
@@ -309,8 +311,7 @@ def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str
         out[f"{split}_std"] = {d: float(np.std(x)) for d, x in vals.items()}
     for key in ("epochs_run", "best_epoch", "seconds_per_epoch", "tuning_seconds"):
         out[key] = float(np.mean([r["metrics"][key] for r in runs]))
-    chance = 0.0
-    out["failed"] = bool(out["dev"][OBJECTIVES[v.objective].meta["prediction"]] <= chance)
+    out["failed"] = bool(out["dev"][OBJECTIVES[v.objective].meta["prediction"]] <= 0.0)
     out["failure"] = "dev score 0: the model did not learn" if out["failed"] else ""
     out["best_seed"] = runs[best_i]["run"]["seed"]
     out["_best"] = runs[best_i]["checkpoint"]

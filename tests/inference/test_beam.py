@@ -29,40 +29,14 @@ from components.inference import INFERENCE, InferenceResult
 from components.inference.beam import (BeamConfig, BeamState, SoftBeamConfig, StepScorer, beam_search,
                                        continuous_top_k, greedy, peaked_softmax, sequence_scores, soft_beam_search,
                                        unroll)
-from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
+from tests.step_scorers import float64_default, tiny_batch, tiny_tagger, well_separated  # noqa: F401 (fixture)
 
-N_WORDS = 12
 BIG_ALPHA = 1e4
-GAP = 0.06          # exp(-BIG_ALPHA * GAP**2) ~ 2e-16
 
 
 @pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
+def _float64(float64_default):
     yield
-    torch.set_default_dtype(old)
-
-
-def _tagger(seed: int, normalisation: str = "local", V: int = 3, scale: float = 8.0) -> Seq2SeqTagger:
-    """A tiny tagger whose parameters are scaled up, so score gaps are large."""
-    cfg = Seq2SeqTaggerConfig(embedding_dim=4, hidden=5, label_dim=3, dropout=0.0, normalisation=normalisation)
-    m = Seq2SeqTagger(cfg, N_WORDS, V, seed=seed).double().eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.mul_(scale)
-    return m
-
-
-def _batch(seed: int, B: int = 3, T: int = 4, V: int = 3, lengths: list[int] | None = None):
-    g = torch.Generator().manual_seed(1000 + seed)
-    if lengths is None:
-        lengths = [T, 1] + torch.randint(1, T + 1, (B - 2,), generator=g).tolist()
-    lengths_t = torch.tensor(lengths)
-    mask = torch.arange(T)[None] < lengths_t[:, None]
-    words = torch.randint(1, N_WORDS, (B, T), generator=g) * mask
-    tags = torch.randint(0, V, (B, T), generator=g) * mask
-    return types.SimpleNamespace(words=words, mask=mask, tags=tags)
 
 
 def _row(batch, b: int):
@@ -72,48 +46,11 @@ def _row(batch, b: int):
                                  tags=batch.tags[b:b + 1, :n])
 
 
-@torch.no_grad()
-def _min_gap(scorer, batch, k: int) -> float:
-    """The smallest distance between neighbours among the k + 1 best candidates of any active step
-    of the hard beam (an independent re-run of the hard beam's recurrence)."""
-    state, mask = scorer.start(batch, k)
-    B, T = mask.shape
-    s, prev, gaps = None, None, []
-    for t in range(T):
-        scores, state = scorer.step(state, prev)
-        V = scores.shape[-1]
-        if s is None:
-            s = torch.full((B, k), -math.inf)
-            s[:, 0] = 0.0
-        cand = (s[:, :, None] + scores).reshape(B, k * V)
-        top = cand.sort(-1, descending=True).values[:, :k + 1]
-        gap = (top[:, :-1] - top[:, 1:]).min(-1).values if top.shape[1] > 1 else torch.full((B,), math.inf)
-        gaps.append(gap[mask[:, t]])
-        vals, idx = cand.topk(k, -1)
-        active = mask[:, t, None]
-        s = torch.where(active, vals, s)
-        state = state.reorder(torch.where(active, idx // V, torch.arange(k).expand(B, k)))
-        prev = scorer.embed_ids(idx % V)
-    return float(torch.cat(gaps).min())
-
-
-def _well_separated(normalisation: str, k: int, n: int = 3, **batch_kw):
-    """The first n (tagger, batch) pairs over seeds whose hard beam has no near-tie."""
-    out = []
-    for seed in range(30):
-        scorer, batch = _tagger(seed, normalisation), _batch(seed, **batch_kw)
-        if _min_gap(scorer, batch, k) > GAP:
-            out.append((scorer, batch))
-            if len(out) == n:
-                return out
-    raise AssertionError(f"fewer than {n} well-separated instances for {normalisation}, k={k}")
-
-
 # -- the soft beam at large alpha is the hard beam ----------------------------------------------
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_soft_beam_at_large_alpha_is_the_hard_beam(normalisation, k):
-    for scorer, batch in _well_separated(normalisation, k):
+    for scorer, batch in well_separated(normalisation, k):
         with torch.no_grad():
             hard = beam_search(scorer, batch, k)
             soft = soft_beam_search(scorer, batch, k, BIG_ALPHA)
@@ -127,7 +64,7 @@ def test_soft_beam_at_large_alpha_is_the_hard_beam(normalisation, k):
 
 def test_soft_beam_at_small_alpha_is_not_the_hard_beam():
     """The comparison above is not vacuous: a smooth relaxation gives other scores."""
-    scorer, batch = _well_separated("local", 2, n=1)[0]
+    scorer, batch = well_separated("local", 2, n=1)[0]
     with torch.no_grad():
         hard = beam_search(scorer, batch, 2)
         soft = soft_beam_search(scorer, batch, 2, 0.05)
@@ -141,7 +78,7 @@ def test_soft_beam_at_small_alpha_is_not_the_hard_beam():
 def test_wide_beam_is_exact_search(V, T, normalisation, seed):
     k = V ** T
     lengths = [T, 1, max(T - 1, 1)]
-    scorer, batch = _tagger(seed, normalisation, V=V), _batch(seed, B=3, T=T, V=V, lengths=lengths)
+    scorer, batch = tiny_tagger(seed, normalisation, V=V), tiny_batch(seed, B=3, T=T, V=V, lengths=lengths)
     every = torch.tensor(list(itertools.product(range(V), repeat=T)))              # [V^T, T]
     with torch.no_grad():
         table = torch.stack([sequence_scores(scorer, batch, y.expand(3, T) * batch.mask) for y in every], 1)
@@ -164,7 +101,7 @@ def test_wide_beam_is_exact_search(V, T, normalisation, seed):
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("seed", range(2))
 def test_beam_scores_are_sequence_scores(normalisation, k, seed):
-    scorer, batch = _tagger(seed, normalisation), _batch(seed, B=4, T=5)
+    scorer, batch = tiny_tagger(seed, normalisation), tiny_batch(seed, B=4, T=5)
     with torch.no_grad():
         res = beam_search(scorer, batch, k)
         torch.testing.assert_close(res.score, sequence_scores(scorer, batch, res.labels), rtol=0, atol=1e-9)
@@ -179,7 +116,7 @@ def test_beam_scores_are_sequence_scores(normalisation, k, seed):
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 @pytest.mark.parametrize("seed", range(4))
 def test_greedy_is_beam_of_width_one(normalisation, seed):
-    scorer, batch = _tagger(seed, normalisation), _batch(seed, B=4, T=5)
+    scorer, batch = tiny_tagger(seed, normalisation), tiny_batch(seed, B=4, T=5)
     with torch.no_grad():
         g, b = greedy(scorer, batch), beam_search(scorer, batch, 1)
         assert torch.equal(g.labels, b.labels)
@@ -190,7 +127,7 @@ def test_greedy_is_beam_of_width_one(normalisation, seed):
 
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 def test_soft_argmax_feed_at_large_alpha_is_the_greedy_feed(normalisation):
-    for scorer, batch in _well_separated(normalisation, 1):
+    for scorer, batch in well_separated(normalisation, 1):
         with torch.no_grad():
             hard = unroll(scorer, batch, lambda t, s: scorer.embed_ids(s.argmax(-1)))
             soft = unroll(scorer, batch, lambda t, s: scorer.embed(peaked_softmax(s, BIG_ALPHA)))
@@ -228,7 +165,7 @@ def test_continuous_top_k_values():
 def test_decoders_in_inference(name, cfg, search):
     assert INFERENCE[name].meta["needs"] is StepScorer
     method = INFERENCE.build(name, cfg)
-    scorer, batch = _tagger(0), _batch(0, B=4, T=5)
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=4, T=5)
     assert isinstance(scorer, StepScorer)
     with torch.no_grad():
         res, ref = method(scorer, batch), search(scorer, batch)
@@ -248,7 +185,7 @@ def test_soft_beam_config_defaults_build():
 @pytest.mark.parametrize("name,cfg", [("greedy", {}), ("beam", {"k": 2}), ("soft_beam", {"k": 2})])
 def test_decoders_reject_non_step_scorers(name, cfg):
     method = INFERENCE.build(name, cfg)
-    batch = _batch(0)
+    batch = tiny_batch(0)
     with pytest.raises(TypeError, match=rf"{type(method).__name__} needs a StepScorer; got object, "
                                         r"which has no start\W+step\b"):
         method(object(), batch)
@@ -268,7 +205,7 @@ SEARCHES = {            # (scorer, batch, cost [B, T, V]) -> result; the soft be
 @pytest.mark.parametrize("search", sorted(SEARCHES))
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 def test_masks_and_batch_invariance(search, normalisation):
-    scorer, batch = _tagger(1, normalisation), _batch(1, B=4, T=5, lengths=[5, 1, 3, 4])
+    scorer, batch = tiny_tagger(1, normalisation), tiny_batch(1, B=4, T=5, lengths=[5, 1, 3, 4])
     cost = torch.rand(4, 5, 3, generator=torch.Generator().manual_seed(7)) * batch.mask[..., None]
     run = SEARCHES[search]
     with torch.no_grad():
@@ -289,7 +226,7 @@ def test_masks_and_batch_invariance(search, normalisation):
 
 # -- bad input ------------------------------------------------------------------------------------
 def _empty_row_batch():
-    b = _batch(0, B=3, T=4, lengths=[4, 2, 3])
+    b = tiny_batch(0, B=3, T=4, lengths=[4, 2, 3])
     b.mask[1] = False
     b.words[1] = 0
     b.tags[1] = 0
@@ -308,7 +245,7 @@ DECODES = {
 @pytest.mark.parametrize("what", sorted(DECODES))
 def test_empty_sentence_is_a_value_error(what):
     with pytest.raises(ValueError, match=r"empty sentence in the batch \(rows \[1\]\)"):
-        DECODES[what](_tagger(0), _empty_row_batch())
+        DECODES[what](tiny_tagger(0), _empty_row_batch())
 
 
 class _NoSteps:
@@ -343,12 +280,12 @@ def test_batch_without_steps_is_a_value_error(what):
 @pytest.mark.parametrize("what", sorted(DECODES))
 def test_tagger_batch_without_steps_is_a_value_error(what):
     with pytest.raises(ValueError, match=r"empty sentence"):
-        DECODES[what](_tagger(0), _no_steps_batch())
+        DECODES[what](tiny_tagger(0), _no_steps_batch())
 
 
 @pytest.mark.parametrize("bad", [3, 7, -1])
 def test_label_out_of_range_is_a_value_error(bad):
-    scorer, batch = _tagger(0), _batch(0, B=3, T=4, lengths=[4, 2, 3])
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4, lengths=[4, 2, 3])
     labels = batch.tags.clone()
     labels[2, 1] = bad
     with pytest.raises(ValueError, match=rf"label id {bad} is out of range \[0, 3\)"):
@@ -356,7 +293,7 @@ def test_label_out_of_range_is_a_value_error(bad):
 
 
 def test_labels_at_masked_positions_are_not_checked():
-    scorer, batch = _tagger(0), _batch(0, B=3, T=4, lengths=[4, 2, 3])
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4, lengths=[4, 2, 3])
     labels = batch.tags.clone()
     labels[1, 3] = 0                    # padding: any in-range id is ignored
     with torch.no_grad():
@@ -365,7 +302,7 @@ def test_labels_at_masked_positions_are_not_checked():
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])
 def test_beam_size_below_one_is_a_value_error(k):
-    scorer, batch = _tagger(0), _batch(0)
+    scorer, batch = tiny_tagger(0), tiny_batch(0)
     for make in (lambda: beam_search(scorer, batch, k), lambda: soft_beam_search(scorer, batch, k, 1.0),
                  lambda: BeamConfig(k=k), lambda: SoftBeamConfig(k=k, alpha=1.0)):
         with pytest.raises(ValueError, match=r"beam size k must be an integer >= 1"):
@@ -374,14 +311,14 @@ def test_beam_size_below_one_is_a_value_error(k):
 
 @pytest.mark.parametrize("alpha", [0.0, -1.0, math.nan, math.inf])
 def test_alpha_not_positive_is_a_value_error(alpha):
-    scorer, batch = _tagger(0), _batch(0)
+    scorer, batch = tiny_tagger(0), tiny_batch(0)
     for make in (lambda: soft_beam_search(scorer, batch, 2, alpha), lambda: SoftBeamConfig(k=2, alpha=alpha)):
         with pytest.raises(ValueError, match=r"alpha \(the peaked-softmax temperature\) must be a finite number > 0"):
             make()
 
 
 def test_soft_beam_cost_shape_is_checked():
-    scorer, batch = _tagger(0), _batch(0, B=3, T=4)
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4)
     with pytest.raises(ValueError, match=r"cost has shape"):
         soft_beam_search(scorer, batch, 2, 1.0, cost=torch.zeros(3, 5, 3))
     with pytest.raises(ValueError, match=r"cost has 4 labels, the scorer 3"):

@@ -16,84 +16,26 @@ What each is checked against:
 from __future__ import annotations
 
 import math
-import types
 
 import pytest
 import torch
 from torch import nn
 
 from components.inference.beam import beam_search, sequence_scores, soft_beam_search
-from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
+from components.models.seq2seq import Seq2SeqTagger
+from tests.step_scorers import float64_default, tiny_batch, tiny_tagger, well_separated  # noqa: F401 (fixture)
 from components.training import OBJECTIVES, objectives_for
 from components.training.search_aware import (AlphaSchedule, BeamDirectLoss, BeamHinge, BeamObjectiveConfig,
                                               ScheduledSampling, ScheduledSamplingConfig, SeqCE,
                                               SoftScheduledSamplingConfig, gold_probability, hamming_costs)
 
-N_WORDS = 12
 V = 3
 BIG = AlphaSchedule(init=1e4, max=1e4)
-GAP = 0.06          # exp(-1e4 * GAP**2) ~ 2e-16
 
 
 @pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
+def _float64(float64_default):
     yield
-    torch.set_default_dtype(old)
-
-
-def _tagger(seed: int, normalisation: str = "local", scale: float = 8.0) -> Seq2SeqTagger:
-    cfg = Seq2SeqTaggerConfig(embedding_dim=4, hidden=5, label_dim=3, dropout=0.0, normalisation=normalisation)
-    m = Seq2SeqTagger(cfg, N_WORDS, V, seed=seed).double().eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.mul_(scale)
-    return m
-
-
-def _batch(seed: int, B: int = 3, T: int = 4, lengths: list[int] | None = None):
-    g = torch.Generator().manual_seed(1000 + seed)
-    if lengths is None:
-        lengths = [T, 1] + torch.randint(1, T + 1, (B - 2,), generator=g).tolist()
-    mask = torch.arange(T)[None] < torch.tensor(lengths)[:, None]
-    words = torch.randint(1, N_WORDS, (B, T), generator=g) * mask
-    tags = torch.randint(0, V, (B, T), generator=g) * mask
-    return types.SimpleNamespace(words=words, mask=mask, tags=tags)
-
-
-@torch.no_grad()
-def _min_gap(scorer, batch, k: int) -> float:
-    """The smallest distance between neighbours among the k + 1 best candidates at any active step
-    of the hard beam (its recurrence re-run here)."""
-    state, mask = scorer.start(batch, k)
-    B, T = mask.shape
-    s, prev, gaps = None, None, []
-    for t in range(T):
-        scores, state = scorer.step(state, prev)
-        if s is None:
-            s = torch.full((B, k), -math.inf)
-            s[:, 0] = 0.0
-        cand = (s[:, :, None] + scores).reshape(B, k * V)
-        top = cand.sort(-1, descending=True).values[:, :k + 1]
-        gaps.append((top[:, :-1] - top[:, 1:]).min(-1).values[mask[:, t]])
-        vals, idx = cand.topk(k, -1)
-        active = mask[:, t, None]
-        s = torch.where(active, vals, s)
-        state = state.reorder(torch.where(active, idx // V, torch.arange(k).expand(B, k)))
-        prev = scorer.embed_ids(idx % V)
-    return float(torch.cat(gaps).min())
-
-
-def _well_separated(normalisation: str, k: int, n: int = 3):
-    out = []
-    for seed in range(30):
-        scorer, batch = _tagger(seed, normalisation), _batch(seed)
-        if _min_gap(scorer, batch, k) > GAP:
-            out.append((scorer, batch))
-            if len(out) == n:
-                return out
-    raise AssertionError(f"fewer than {n} well-separated instances for {normalisation}, k={k}")
 
 
 def _at_epoch(obj, epoch: int):
@@ -105,7 +47,7 @@ def _at_epoch(obj, epoch: int):
 def test_step_objectives_are_registered():
     assert set(objectives_for("steps")) == {"seq_ce", "scheduled_sampling", "soft_scheduled_sampling", "beam_dl",
                                             "beam_hinge"}
-    scorer, batch = _tagger(0), _batch(0)
+    scorer, batch = tiny_tagger(0), tiny_batch(0)
     for name in objectives_for("steps"):
         obj = OBJECTIVES.build(name, None, updates_per_epoch=2, seed=0, o_id=0)
         loss = obj(scorer, batch)
@@ -124,14 +66,14 @@ def test_scheduled_sampling_in_epoch_one_is_teacher_forcing(soft, feed, normalis
     ss = _at_epoch(ScheduledSampling(cfg, updates_per_epoch=1, soft=soft), 1)
     assert ss.eps == 1.0
     for seed in range(2):
-        scorer, batch = _tagger(seed, normalisation), _batch(seed, B=4, T=5)
+        scorer, batch = tiny_tagger(seed, normalisation), tiny_batch(seed, B=4, T=5)
         ce = SeqCE()
         torch.testing.assert_close(ss.loss(scorer, batch), ce.loss(scorer, batch), rtol=0, atol=1e-12)
         torch.testing.assert_close(ss(scorer, batch), ce(scorer, batch), rtol=0, atol=1e-12)
 
 
 def test_seq_ce_is_the_token_cross_entropy():
-    scorer, batch = _tagger(0), _batch(0, B=3, T=4, lengths=[4, 1, 2])
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4, lengths=[4, 1, 2])
     with torch.no_grad():
         per = SeqCE().loss(scorer, batch)
         torch.testing.assert_close(per, -sequence_scores(scorer, batch, batch.tags))    # local: -log p(y*)
@@ -142,7 +84,7 @@ def test_seq_ce_is_the_token_cross_entropy():
 def test_soft_scheduled_sampling_at_large_alpha_is_hard_scheduled_sampling(normalisation):
     """eps = 0 (decay_k 0, epoch 2): both feed the model's choice at every step; the alpha-soft
     argmax embedding at alpha = 1e4 is the argmax's embedding."""
-    for scorer, batch in _well_separated(normalisation, 1):
+    for scorer, batch in well_separated(normalisation, 1):
         hard = _at_epoch(ScheduledSampling(ScheduledSamplingConfig(feed="greedy", decay_k=0), 1, soft=False), 2)
         soft = _at_epoch(ScheduledSampling(SoftScheduledSamplingConfig(feed="greedy", decay_k=0, alpha=BIG), 1,
                                            soft=True), 2)
@@ -174,7 +116,7 @@ def test_gold_probability():
 def test_scheduled_sampling_counts_updates_across_epochs():
     k, per_epoch = 4.0, 3
     ss = ScheduledSampling(ScheduledSamplingConfig(decay_k=k), updates_per_epoch=per_epoch, soft=False)
-    scorer, batch = _tagger(0), _batch(0)
+    scorer, batch = tiny_tagger(0), tiny_batch(0)
     ss.epoch = 2
     ss(scorer, batch)                                        # one update in epoch 2
     assert ss.eps == pytest.approx(gold_probability(2, 1, k))
@@ -197,7 +139,7 @@ def test_alpha_schedule():
 # -- Hamming costs and the relaxed direct loss ----------------------------------------------------
 @pytest.mark.parametrize("o_id", [-1, 0, 2])
 def test_hamming_costs(o_id):
-    batch = _batch(0, B=3, T=4, lengths=[4, 1, 3])
+    batch = tiny_batch(0, B=3, T=4, lengths=[4, 1, 3])
     d = hamming_costs(batch.tags, batch.mask, V, o_id=o_id, o_cost=2.5)
     assert d.shape == (3, 4, V)
     for b in range(3):
@@ -222,7 +164,7 @@ def _hamming(labels, gold, mask, o_id: int, o_cost: float):
 @pytest.mark.parametrize("k", [1, 2, 3])
 @pytest.mark.parametrize("o_id", [-1, 0])
 def test_direct_loss_at_large_alpha_is_the_hard_beams_cost(normalisation, k, o_id):
-    for scorer, batch in _well_separated(normalisation, k):
+    for scorer, batch in well_separated(normalisation, k):
         obj = BeamDirectLoss(BeamObjectiveConfig(k=k, alpha=BIG, o_cost=2.0), o_id=o_id)
         assert obj.alpha == 1e4
         with torch.no_grad():
@@ -252,7 +194,7 @@ class _WithParam(nn.Module):
 @pytest.mark.parametrize("param", ["out.bias", "labels.weight", "start_label"])
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 def test_direct_loss_gradcheck(param, normalisation):
-    scorer, batch = _tagger(2, normalisation, scale=2.0), _batch(2, B=2, T=3, lengths=[3, 2])
+    scorer, batch = tiny_tagger(2, normalisation, scale=2.0), tiny_batch(2, B=2, T=3, lengths=[3, 2])
     obj = BeamDirectLoss(BeamObjectiveConfig(k=2, alpha=AlphaSchedule(init=1.0)), o_id=0)
     wrapped = _WithParam(scorer, obj, batch)
     theta = dict(wrapped.named_parameters())["scorer." + param].detach().clone().requires_grad_()
@@ -269,7 +211,7 @@ def test_direct_loss_gradcheck(param, normalisation):
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 1e4])
 def test_hinge_is_nonnegative(normalisation, alpha):
     for seed in range(3):
-        scorer, batch = _tagger(seed, normalisation), _batch(seed, B=4, T=5)
+        scorer, batch = tiny_tagger(seed, normalisation), tiny_batch(seed, B=4, T=5)
         with torch.no_grad():
             loss = BeamHinge(BeamObjectiveConfig(k=2, alpha=AlphaSchedule(init=alpha, max=max(alpha, 1000.0))),
                              o_id=0).loss(scorer, batch)
@@ -278,7 +220,7 @@ def test_hinge_is_nonnegative(normalisation, alpha):
 
 
 def _favouring(label: int, normalisation: str) -> Seq2SeqTagger:
-    scorer = _tagger(3, normalisation, scale=1.0)
+    scorer = tiny_tagger(3, normalisation, scale=1.0)
     with torch.no_grad():
         scorer.out.bias[label] += 50.0
     return scorer
@@ -287,7 +229,7 @@ def _favouring(label: int, normalisation: str) -> Seq2SeqTagger:
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 @pytest.mark.parametrize("k,alpha", [(1, 1.0), (2, 1.0), (3, 0.5), (2, 1e4)])
 def test_hinge_is_zero_when_gold_wins_by_the_cost(normalisation, k, alpha):
-    batch = _batch(3, B=3, T=4, lengths=[4, 1, 3])
+    batch = tiny_batch(3, B=3, T=4, lengths=[4, 1, 3])
     batch.tags[:] = 1
     batch.tags *= batch.mask
     obj = BeamHinge(BeamObjectiveConfig(k=k, alpha=AlphaSchedule(init=alpha, max=max(alpha, 1000.0)), o_cost=2.0),
@@ -306,9 +248,9 @@ def test_hinge_is_the_cost_augmented_margin(normalisation, k, margin, o_cost):
     """Step scores that ignore the history (output weights 0, bias [0, margin, 0]; gold all 1, O = 0):
     the cost-augmented max is n * max(0, o_cost - margin) above the gold score (alpha = 1e4)."""
     lengths = [4, 1, 3]
-    batch = _batch(4, B=3, T=4, lengths=lengths)
+    batch = tiny_batch(4, B=3, T=4, lengths=lengths)
     batch.tags = batch.mask.long()
-    scorer = _tagger(4, normalisation, scale=1.0)
+    scorer = tiny_tagger(4, normalisation, scale=1.0)
     with torch.no_grad():
         scorer.out.weight.zero_()
         scorer.out.bias.copy_(torch.tensor([0.0, margin, 0.0]))
@@ -330,7 +272,7 @@ OBJECTIVE_MAKERS = {
 @pytest.mark.parametrize("name", sorted(OBJECTIVE_MAKERS))
 @pytest.mark.parametrize("bad", [3, -1])
 def test_gold_label_out_of_range_is_a_value_error(name, bad):
-    scorer, batch = _tagger(0), _batch(0, B=3, T=4, lengths=[4, 2, 3])
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4, lengths=[4, 2, 3])
     batch.tags[2, 1] = bad
     with pytest.raises(ValueError, match=rf"gold labels: label id {bad} is out of range \[0, 3\)"):
         OBJECTIVE_MAKERS[name]()(scorer, batch)
@@ -338,7 +280,7 @@ def test_gold_label_out_of_range_is_a_value_error(name, bad):
 
 @pytest.mark.parametrize("name", sorted(OBJECTIVE_MAKERS))
 def test_empty_sentence_is_a_value_error(name):
-    scorer, batch = _tagger(0), _batch(0, B=3, T=4, lengths=[4, 2, 3])
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4, lengths=[4, 2, 3])
     batch.mask[1] = False
     batch.words[1] = 0
     batch.tags[1] = 0
