@@ -32,6 +32,20 @@ Searches, batched over instances and beam items (the only Python loop is over ti
 - :func:`unroll` (one hypothesis with any feed: teacher forcing, scheduled sampling, soft argmax)
   and :func:`sequence_scores` (teacher-forced s(y)).
 
+End of sequence. A scorer whose output length is not the input's (translation) has an ``eos`` id
+(taggers have none: ``eos_of(scorer)`` is None); ``start``'s mask is then the most steps each
+instance may take (a decoding horizon; for a ``TranslationBatch`` its ``decode_mask``). A hypothesis
+that emits ``eos`` is finished: from then on its only continuation is ``eos`` again at score 0, so
+finished and unfinished hypotheses compete on their total score in the beam; results carry each
+hypothesis's length (up to and including its first ``eos``, or the horizon). Greedy and hard beam
+stop once every hypothesis is finished; the soft beam runs to the horizon when it has a cost table
+(a finished item goes on paying d_t(eos): emitting eos before the reference ends costs what the
+missing tokens cost). In the soft beam "finished" follows the hard backpointers (the identifiable
+path the paper decodes with).
+
+Readings: :func:`reading` switches a scorer's ``normalisation`` for a block (the self-normalisation
+objective reads the raw scores of a network that is otherwise read locally).
+
 Registered in ``INFERENCE`` as ``greedy``, ``beam`` and ``soft_beam`` (``needs=StepScorer``):
 ``method(scorer, batch) -> InferenceResult`` with energy -s(y).
 
@@ -40,8 +54,9 @@ alpha <= 0.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Iterator, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -86,6 +101,27 @@ class StepScorer(Protocol):
     # prev_embedding [B, k, D] (None at the first step: the start symbol) -> (scores [B, k, V], next state)
     def embed(self, weights: torch.Tensor) -> torch.Tensor: ...      # [..., V] -> [..., D]: weights @ E
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor: ...      # long [...] -> [..., D]
+
+
+def eos_of(scorer: Any) -> int | None:
+    """The scorer's end-of-sequence id, or None (a tagger: one label per input position)."""
+    eos = getattr(scorer, "eos", None)
+    if eos is not None and not 0 <= int(eos) < scorer.n_labels:
+        raise ValueError(f"scorer eos id {eos} is out of range [0, {scorer.n_labels})")
+    return None if eos is None else int(eos)
+
+
+@contextmanager
+def reading(scorer: Any, normalisation: str) -> Iterator[Any]:
+    """Read ``scorer`` with ``normalisation`` (local | global) inside the block, then restore it."""
+    if normalisation not in NORMALISATIONS:
+        raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}")
+    before = scorer.normalisation
+    scorer.normalisation = normalisation
+    try:
+        yield scorer
+    finally:
+        scorer.normalisation = before
 
 
 def step_scores(raw: torch.Tensor, normalisation: str) -> torch.Tensor:
@@ -147,6 +183,8 @@ class SearchResult:
     beam_labels: torch.Tensor            # long [B, k, T]: every hypothesis, best first for the hard beam
     beam_scores: torch.Tensor            # [B, k]
     stats: dict[str, Any] = field(default_factory=dict)
+    lengths: torch.Tensor | None = None       # long [B]: the best hypothesis's length (incl. its eos)
+    beam_lengths: torch.Tensor | None = None  # long [B, k]
 
 
 @dataclass
@@ -167,23 +205,47 @@ def _follow(back: list[torch.Tensor], toks: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack(out[::-1], -1)
 
 
+def _only_eos(scores: torch.Tensor, finished: torch.Tensor, eos: int, low: float) -> torch.Tensor:
+    """A finished hypothesis's one continuation: ``eos`` at score 0, every other symbol at ``low``."""
+    forced = torch.full_like(scores, low)
+    forced[..., eos] = 0.0
+    return torch.where(finished[..., None], forced, scores)
+
+
+def _all_done(finished: torch.Tensor, mask: torch.Tensor, t: int) -> bool:
+    """Every hypothesis finished or out of steps after step t."""
+    left = mask[:, t + 1:].any(1) if t + 1 < mask.shape[1] else torch.zeros_like(mask[:, 0])
+    return bool((finished | ~left.reshape(-1, *([1] * (finished.dim() - 1)))).all())
+
+
 def greedy(scorer: StepScorer, batch: Any) -> SearchResult:
-    """Greedy decoding: the argmax symbol's embedding is fed to the next step."""
+    """Greedy decoding: the argmax symbol's embedding is fed to the next step (until ``eos``, for a
+    scorer that has one)."""
+    eos = eos_of(scorer)
     state, mask = scorer.start(batch, 1)
     check_mask(mask)
     prev = None
     toks, total = [], None
+    finished = torch.zeros_like(mask[:, 0])
+    length = torch.zeros(mask.shape[0], dtype=torch.long, device=mask.device)
     for t in range(mask.shape[1]):
         scores, state = scorer.step(state, prev)
         best, tok = scores[:, 0].max(-1)
-        active = mask[:, t]
-        tok = torch.where(active, tok, torch.zeros_like(tok))
+        active = mask[:, t] & ~finished
+        tok = torch.where(active, tok, torch.full_like(tok, eos) if eos is not None else torch.zeros_like(tok))
+        if eos is not None:
+            tok = torch.where(mask[:, t], tok, torch.zeros_like(tok))
         step = torch.where(active, best, torch.zeros_like(best))
         total = step if total is None else total + step
+        length = length + active.long()
         toks.append(tok)
+        if eos is not None:
+            finished = finished | (active & (tok == eos))
+            if _all_done(finished, mask, t):
+                break
         prev = scorer.embed_ids(tok[:, None])
     labels = torch.stack(toks, -1)
-    return SearchResult(labels, total, labels[:, None], total[:, None])
+    return SearchResult(labels, total, labels[:, None], total[:, None], lengths=length, beam_lengths=length[:, None])
 
 
 def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
@@ -191,6 +253,7 @@ def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
     each step's k x V candidates s_i + f(h_i, v) are cut to the top k; states follow the hard
     backpointers. The beam starts from one hypothesis (the other k-1 at -inf)."""
     check_beam_size(k)
+    eos = eos_of(scorer)
     state, mask = scorer.start(batch, k)
     check_mask(mask)
     B, T = mask.shape
@@ -199,12 +262,16 @@ def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
     s = None
     prev = None
     back, toks = [], []
+    finished = torch.zeros(B, k, dtype=torch.bool, device=dev)
+    blen = torch.zeros(B, k, dtype=torch.long, device=dev)
     for t in range(T):
         scores, state = scorer.step(state, prev)               # [B, k, V]
         V = scores.shape[-1]
         if s is None:
             s = torch.full((B, k), float("-inf"), dtype=scores.dtype, device=dev)
             s[:, 0] = 0.0
+        if eos is not None:
+            scores = _only_eos(scores, finished, eos, float("-inf"))
         cand = (s[:, :, None] + scores).reshape(B, k * V)
         vals, idx = cand.topk(k, dim=-1)
         b_t, y_t = idx // V, idx % V
@@ -214,12 +281,19 @@ def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
         y_t = torch.where(active, y_t, torch.zeros_like(y_t))
         back.append(b_t)
         toks.append(y_t)
+        was_done = finished.gather(1, b_t)
+        blen = torch.where(active, blen.gather(1, b_t) + (~was_done).long(), blen)
         state = state.reorder(b_t)
+        if eos is not None:
+            finished = torch.where(active, was_done | (y_t == eos), finished)
+            if _all_done(finished, mask, t):
+                break
         prev = scorer.embed_ids(y_t)
     beam_labels = _follow(back, toks)
     best = s.argmax(-1)
-    return SearchResult(beam_labels[torch.arange(B, device=dev), best], s.gather(1, best[:, None])[:, 0],
-                        beam_labels, s)
+    rows = torch.arange(B, device=dev)
+    return SearchResult(beam_labels[rows, best], s.gather(1, best[:, None])[:, 0], beam_labels, s,
+                        lengths=blen[rows, best], beam_lengths=blen)
 
 
 def soft_beam_search(scorer: StepScorer, batch: Any, k: int, alpha: float, *, cost: torch.Tensor | None = None,
@@ -238,6 +312,7 @@ def soft_beam_search(scorer: StepScorer, batch: Any, k: int, alpha: float, *, co
     check_alpha(alpha)
     if augment and cost is None:
         raise ValueError("soft_beam_search: augment=True needs a cost table [B, T, V]")
+    eos = eos_of(scorer)
     state, mask = scorer.start(batch, k)
     check_mask(mask)
     B, T = mask.shape
@@ -249,9 +324,13 @@ def soft_beam_search(scorer: StepScorer, batch: Any, k: int, alpha: float, *, co
     s = D = None
     prev = None
     back, toks = [], []
+    finished = torch.zeros(B, k, dtype=torch.bool, device=dev)
+    blen = torch.zeros(B, k, dtype=torch.long, device=dev)
     for t in range(T):
         scores, state = scorer.step(state, prev)               # [B, k, V]
         V = scores.shape[-1]
+        if eos is not None:
+            scores = _only_eos(scores, finished, eos, _NEG)
         if s is None:
             s = torch.full((B, k), _NEG, dtype=scores.dtype, device=dev)
             s[:, 0] = 0.0
@@ -276,31 +355,44 @@ def soft_beam_search(scorer: StepScorer, batch: Any, k: int, alpha: float, *, co
         active = mask[:, t, None]
         s = torch.where(active, s_new, s)
         D = torch.where(active, D_new, D)
-        back.append(torch.where(active, b_t, ident))
-        toks.append(torch.where(active, y_t, torch.zeros_like(y_t)))
+        b_t = torch.where(active, b_t, ident)
+        y_t = torch.where(active, y_t, torch.zeros_like(y_t))
+        back.append(b_t)
+        toks.append(y_t)
+        was_done = finished.gather(1, b_t)
+        blen = torch.where(active, blen.gather(1, b_t) + (~was_done).long(), blen)
         w = torch.where(active[..., None], soft_back, eye.to(soft_back.dtype))
         state = state.mix(w)
+        if eos is not None:
+            finished = torch.where(active, was_done | (y_t == eos), finished)
+            if cost is None and _all_done(finished, mask, t):
+                break
         prev = scorer.embed(a)
     beam_labels = _follow(back, toks)
     top = peaked_softmax(s, alpha)                              # soft pick of the best item
     best = s.argmax(-1)
-    return SoftBeamResult(beam_labels[torch.arange(B, device=dev), best], s.gather(1, best[:, None])[:, 0],
-                          beam_labels, s, beam_costs=D, loss=(top * D).sum(-1) if cost is not None else None,
-                          max_score=(top * s).sum(-1))
+    rows = torch.arange(B, device=dev)
+    return SoftBeamResult(beam_labels[rows, best], s.gather(1, best[:, None])[:, 0],
+                          beam_labels, s, lengths=blen[rows, best], beam_lengths=blen, beam_costs=D,
+                          loss=(top * D).sum(-1) if cost is not None else None, max_score=(top * s).sum(-1))
 
 
-def unroll(scorer: StepScorer, batch: Any, feed: Callable[[int, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+def unroll(scorer: StepScorer, batch: Any, feed: Callable[[int, torch.Tensor], torch.Tensor],
+           steps: int | None = None) -> torch.Tensor:
     """Run the decoder with one hypothesis per instance, feeding ``feed(t, scores_t [B, V]) ->
     embedding [B, D]`` to step t+1 (teacher forcing feeds the gold symbol; scheduled sampling a
-    mix of gold and model choices) -> the step scores [B, T, V]."""
+    mix of gold and model choices) -> the step scores [B, T, V]; ``steps`` = T (default: the
+    length of ``start``'s mask; the gold length when the decoder is fed gold beyond an ``eos``
+    scorer's horizon)."""
     state, mask = scorer.start(batch, 1)
     check_mask(mask)
+    T = mask.shape[1] if steps is None else int(steps)
     prev = None
     out = []
-    for t in range(mask.shape[1]):
+    for t in range(T):
         scores, state = scorer.step(state, prev)
         out.append(scores[:, 0])
-        if t + 1 < mask.shape[1]:
+        if t + 1 < T:
             prev = feed(t, scores[:, 0])[:, None]
     return torch.stack(out, 1)
 
@@ -310,7 +402,7 @@ def sequence_scores(scorer: StepScorer, batch: Any, labels: torch.Tensor) -> tor
     normalised scorer this is log p(y | x)."""
     mask = batch.mask
     check_labels(labels, mask, scorer.n_labels)
-    scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(labels[:, t]))
+    scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(labels[:, t]), steps=labels.shape[1])
     return (scores.gather(-1, labels[..., None])[..., 0] * mask).sum(1)
 
 

@@ -23,9 +23,10 @@ from components.registry import NoConfig, Registry
 from components.training.objectives import (MeanFieldCEConfig, make_gcrf_ce, make_marginal_ce, make_mean_field_ce,
                                             make_nll, make_ssvm)
 from components.training.scaling import SCALINGS
-from components.training.search_aware import (BeamObjectiveConfig, ScheduledSamplingConfig, SeqCEConfig,
-                                              SoftScheduledSamplingConfig, make_beam_dl, make_beam_hinge,
-                                              make_scheduled_sampling, make_seq_ce, make_soft_scheduled_sampling)
+from components.training.search_aware import (BeamObjectiveConfig, ScheduledSamplingConfig, SelfNormalisedCEConfig,
+                                              SeqCEConfig, SoftScheduledSamplingConfig, make_beam_dl, make_beam_hinge,
+                                              make_scheduled_sampling, make_self_normalised_ce, make_seq_ce,
+                                              make_soft_scheduled_sampling)
 
 OBJECTIVES = Registry("objective")
 OBJECTIVES.register("marginal_ce", NoConfig, make_marginal_ce, structure="chain", prediction="marginals",
@@ -41,6 +42,9 @@ OBJECTIVES.register("gcrf_ce", NoConfig, make_gcrf_ce, structure="grid", predict
 
 OBJECTIVES.register("seq_ce", SeqCEConfig, make_seq_ce, structure="steps", feed="gold", prediction="greedy",
                     doc="teacher-forced cross-entropy of a step scorer")
+OBJECTIVES.register("self_normalised_ce", SelfNormalisedCEConfig, make_self_normalised_ce, structure="steps",
+                    feed="gold", prediction="greedy",
+                    doc="Goyal et al. (2019) Sec. 3.2.1: CE + lambda (log Z_L,t)^2 of the raw step scores")
 OBJECTIVES.register("scheduled_sampling", ScheduledSamplingConfig, make_scheduled_sampling, structure="steps",
                     feed="model (hard)", prediction="greedy",
                     doc="Bengio et al. (2015): gold or the model's hard choice, inverse-sigmoid decay")

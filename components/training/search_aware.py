@@ -14,9 +14,16 @@ at ``batch.mask``.
 - ``soft_scheduled_sampling`` (thesis Sec. 3.3.2): the model's choice is relaxed — the alpha-soft
   argmax embedding sum_y e(y) softmax(alpha s_t)_y (``greedy``) or the Gumbel soft sample
   sum_y e(y) softmax(alpha (s_t + G))_y (``sample``) — so gradients flow through earlier decisions.
+- ``self_normalised_ce`` (Goyal et al. 2019, Sec. 3.2.1; Devlin et al. 2014): teacher-forced CE
+  plus lambda * (log Z_L,t)^2 at every gold step, log Z_L,t = logsumexp of the network's *raw*
+  step scores: a locally normalised model whose raw scores are (nearly) normalised, the warm
+  start of a globally normalised model. :func:`log_normalisers` gives log Z_L,t for Table 1.
 - ``beam_dl``: the relaxed direct loss G~_DL,alpha (2018, Sec. 2.3): the soft beam's
   peaked-softmax_alpha(s_T) . D_T with a decomposable Hamming cost (a wrong ``O`` costs
-  ``o_cost``, 2 in the paper's NER, when the task has an ``O`` label).
+  ``o_cost``, 2 in the paper's NER, when the task has an ``O`` label). For a scorer with an
+  ``eos`` (translation) the cost runs over the decoding horizon (``batch.decode_mask``) against
+  the reference padded with ``eos``: position-wise Hamming, so stopping early pays for every
+  missing token and running on pays for every extra one.
 - ``beam_hinge``: the relaxed hinge G~_hinge,alpha = max(0, s_max - s(y*)) (Sec. 2.5), s_max the
   peaked-softmax_alpha expectation of the cost-augmented soft beam's final scores.
 
@@ -35,7 +42,8 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
-from components.inference.beam import check_alpha, check_beam_size, check_labels, sequence_scores, soft_beam_search, unroll
+from components.inference.beam import (check_alpha, check_beam_size, check_labels, eos_of, reading, sequence_scores,
+                                       soft_beam_search, unroll)
 
 
 @dataclass(frozen=True)
@@ -112,8 +120,40 @@ class SeqCEConfig:
 class SeqCE(_StepObjective):
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
         gold = _check_gold(scorer, batch)
-        scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]))
+        scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]), steps=gold.shape[1])
         return _token_ce(scores, gold, batch.mask)
+
+
+@dataclass(frozen=True)
+class SelfNormalisedCEConfig:
+    lam: float = 1.0                 # lambda, the weight of (log Z_L,t)^2
+
+    def __post_init__(self):
+        if not self.lam >= 0 or self.lam != self.lam or self.lam == math.inf:
+            raise ValueError(f"self-normalisation: lam must be a finite number >= 0, got {self.lam}")
+
+
+def log_normalisers(scorer: Any, batch: Any) -> torch.Tensor:
+    """log Z_L,t(x, y*_<t) = logsumexp_v of the network's raw score at every gold-fed step [B, T]
+    (0 at masked steps); the mean and variance over real steps are the paper's Table 1."""
+    gold = _check_gold(scorer, batch)
+    with reading(scorer, "global"):
+        raw = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]), steps=gold.shape[1])
+    return raw.logsumexp(-1) * batch.mask
+
+
+class SelfNormalisedCE(_StepObjective):
+    def __init__(self, cfg: SelfNormalisedCEConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
+        gold = _check_gold(scorer, batch)
+        with reading(scorer, "global"):
+            raw = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]), steps=gold.shape[1])
+        log_z = raw.logsumexp(-1)
+        nll = log_z - raw.gather(-1, gold[..., None])[..., 0]
+        return ((nll + self.cfg.lam * log_z ** 2) * batch.mask).sum(1)
 
 
 @dataclass(frozen=True)
@@ -181,7 +221,7 @@ class ScheduledSampling(_StepObjective):
             use_gold = self._rand((gold.shape[0], 1), g) < eps
             return torch.where(use_gold, g, self._model_embedding(scorer, scores))
 
-        return _token_ce(unroll(scorer, batch, feed), gold, batch.mask)
+        return _token_ce(unroll(scorer, batch, feed, steps=gold.shape[1]), gold, batch.mask)
 
 
 # -- relaxed beam-search objectives ---------------------------------------------------------------
@@ -207,6 +247,18 @@ def hamming_costs(gold: torch.Tensor, mask: torch.Tensor, n_labels: int, *, o_id
     return d * mask[..., None]
 
 
+def eos_hamming_costs(gold: torch.Tensor, mask: torch.Tensor, horizon: torch.Tensor, n_labels: int,
+                      eos: int) -> torch.Tensor:
+    """d_t(v) [B, T_dec, V] over a decoding horizon (bool [B, T_dec]) against the reference
+    (``gold`` [B, T] read with ``mask``, ending in ``eos``) padded with ``eos``: 0 for the
+    reference's symbol at t, 1 otherwise; 0 outside the horizon."""
+    B, T_dec = horizon.shape
+    ref = torch.full((B, T_dec), eos, dtype=torch.long, device=gold.device)
+    n = min(T_dec, gold.shape[1])
+    ref[:, :n] = torch.where(mask[:, :n], gold[:, :n], torch.full_like(gold[:, :n], eos))
+    return hamming_costs(ref, horizon, n_labels)
+
+
 class BeamDirectLoss(_StepObjective):
     per_position = False
 
@@ -220,6 +272,11 @@ class BeamDirectLoss(_StepObjective):
 
     def costs(self, scorer: Any, batch: Any) -> torch.Tensor:
         gold = _check_gold(scorer, batch)
+        eos = eos_of(scorer)
+        if eos is not None:
+            if getattr(batch, "decode_mask", None) is None:
+                raise ValueError("beam objective: a scorer with an eos needs batch.decode_mask (its decoding horizon)")
+            return eos_hamming_costs(gold, batch.mask, batch.decode_mask, scorer.n_labels, eos)
         return hamming_costs(gold, batch.mask, scorer.n_labels, o_id=self.o_id, o_cost=self.cfg.o_cost)
 
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
@@ -234,6 +291,10 @@ class BeamHinge(BeamDirectLoss):
 
 def make_seq_ce(cfg: SeqCEConfig, **_: Any) -> SeqCE:
     return SeqCE()
+
+
+def make_self_normalised_ce(cfg: SelfNormalisedCEConfig, **_: Any) -> SelfNormalisedCE:
+    return SelfNormalisedCE(cfg)
 
 
 def make_scheduled_sampling(cfg: ScheduledSamplingConfig, *, updates_per_epoch: int, seed: int = 0, **_: Any):

@@ -45,8 +45,8 @@ def _at_epoch(obj, epoch: int):
 
 # -- the registry ---------------------------------------------------------------------------------
 def test_step_objectives_are_registered():
-    assert set(objectives_for("steps")) == {"seq_ce", "scheduled_sampling", "soft_scheduled_sampling", "beam_dl",
-                                            "beam_hinge"}
+    assert set(objectives_for("steps")) == {"seq_ce", "self_normalised_ce", "scheduled_sampling",
+                                            "soft_scheduled_sampling", "beam_dl", "beam_hinge"}
     scorer, batch = tiny_tagger(0), tiny_batch(0)
     for name in objectives_for("steps"):
         obj = OBJECTIVES.build(name, None, updates_per_epoch=2, seed=0, o_id=0)
