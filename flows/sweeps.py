@@ -94,12 +94,15 @@ class SweepResult:
 def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: SweepConfig,
               params: dict[str, Any], seed: int, tracker: Tracker, parent_run_id: str,
               storage: Path, tags: dict[str, str] | None = None,
-              grid: list[dict[str, Any]] | None = None) -> SweepResult:
+              grid: list[dict[str, Any]] | None = None,
+              trial_tags: Callable[[dict[str, Any]], dict[str, str]] | None = None) -> SweepResult:
     """Run ``trainable`` (a Tune function trainable taking the dotted-key config) over the space.
 
     ``grid``: instead of the params space, one trial per element (a dict, seen by the trial as
     ``config["run"]`` and logged to MLflow as ``run/<key>`` params) — a design such as
     task x objective x procedure x fold x seed, run exhaustively (Tune's ``grid_search``).
+    ``trial_tags(config)``: MLflow tags of one trial, over ``tags`` — e.g. a grid element's own
+    ``mlflow.parentRunId`` when one grid runs the trials of several parent runs.
     """
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
@@ -119,9 +122,18 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
         space = build_space(cfg.space, params)
         searcher = ConcurrencyLimiter(OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed),
                                       max_concurrent=cfg.max_concurrent) if space else None
+    class _TrialTagged(MLflowLoggerCallback):
+        def log_trial_start(self, trial):    # the callback reads self.tags when it creates a trial's run
+            shared = self.tags
+            self.tags = {**shared, **trial_tags(trial.config)}
+            try:
+                super().log_trial_start(trial)
+            finally:
+                self.tags = shared
+
     callbacks = []
     if tracker.tracking_uri:         # the null tracker logs nowhere
-        callbacks.append(MLflowLoggerCallback(
+        callbacks.append((MLflowLoggerCallback if trial_tags is None else _TrialTagged)(
             tracking_uri=tracker.tracking_uri, experiment_name=tracker.experiment_name,
             tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **(tags or {})}, save_artifact=True))
     tuner = tune.Tuner(
@@ -148,6 +160,23 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     best = grid.get_best_result(metric=cfg.metric, mode=cfg.mode, filter_nan_and_inf=True)
     ckpt = Path(best.checkpoint.path) if best.checkpoint is not None else None
     return SweepResult(best_config=dict(best.config), best_metrics=dict(best.metrics), best_checkpoint=ckpt, trials=trials)
+
+
+def first_suggestion(cfg: SweepConfig, params: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The config of the one trial of ``run_sweep(cfg=cfg, seed=seed)`` with ``cfg.num_samples == 1``.
+
+    That trial gets the first suggestion of a fresh ``OptunaSearch(seed=seed)`` (a seeded
+    ``TPESampler``; its first draw is a seeded random one) over ``build_space(cfg.space)``; the
+    same searcher is asked here, in the driver, so that many such one-trial sweeps can run as one
+    grid with the values they had. An empty space gives ``{}`` (no searcher, as in ``run_sweep``).
+    """
+    from ray.tune.search.optuna import OptunaSearch
+    space = build_space(cfg.space, params)
+    if not space:
+        return {}
+    searcher = OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed)
+    searcher.set_search_properties(cfg.metric, cfg.mode, space)     # as the Tuner does with param_space
+    return searcher.suggest("first")
 
 
 def epoch_bar(label: str) -> Callable[[int, int, float], None]:

@@ -8,11 +8,18 @@ epoch with a checkpoint (a failed trial resumes from it), saves its learning cur
 evaluates its best-on-dev weights on test. The best trial by dev score is copied to
 ``<models_dir>/<task>[/<variant>]`` (DVC-tracked), its learning curve to ``<plots_dir>``, and its
 test metrics become the stage's metrics.
+
+With ``sweep.num_samples: 1`` each sweep is one trial with the searcher's first suggestion; then the
+suggestions are drawn in the driver (:func:`~flows.sweeps.first_suggestion`, the values the
+one-trial sweeps had) and every (task, variant) runs as one element of ONE Tune grid, up to
+``sweep.max_concurrent`` at a time, each trial logged under its own (task, variant) parent run.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +34,7 @@ from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
 from components.training.loop import FitState, TrainConfig, fit
 from flows.stages.common import StageContext, numeric
-from flows.sweeps import SweepConfig, copy_checkpoint, epoch_bar, run_sweep
+from flows.sweeps import SweepConfig, SweepResult, copy_checkpoint, epoch_bar, first_suggestion, run_sweep
 
 
 @dataclass(frozen=True)
@@ -97,10 +104,13 @@ def _save_checkpoint(folder: Path, state: FitState, meta: dict[str, Any]) -> Non
     (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
 
 
-def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any], task: str, variant: str,
-               root: str) -> None:
-    """Ray Tune function trainable: ``config`` maps dotted params keys to this trial's values."""
+def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any], root: str,
+               task: str | None = None, variant: str | None = None) -> None:
+    """Ray Tune function trainable: ``config`` maps dotted params keys to this trial's values; in a
+    grid, ``config["run"]`` is ``{"task", "variant", "config": <that mapping>}``."""
     from ray import tune
+    if "run" in config:
+        task, variant, config = config["run"]["task"], config["run"]["variant"], config["run"]["config"]
     spec = _spec(spec_ref)
     for key, value in config.items():
         params = set_dotted(params, key, value)
@@ -140,50 +150,118 @@ def _trial_label(i: int, config: dict[str, Any]) -> str:
     return f"trial {i}: " + ", ".join(short)
 
 
+def _names(task: str, variant: str) -> tuple[str, str]:
+    """-> (label ``task/variant``, metrics key ``task-variant``)."""
+    return (f"{task}/{variant}", f"{task}-{variant}") if variant else (task, task)
+
+
+@contextlib.contextmanager
+def _parent_run(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str):
+    """The (task, variant) sweep's parent run, with its params logged -> its id."""
+    with ctx.tracker.start_run(f"sweep/{_names(task, variant)[0]}", parent_run_id=ctx.run_id,
+                               tags={"task": task, "variant": variant}) as parent:
+        ctx.tracker.log_params({"task": task, "variant": variant,
+                                **{f"space.{k}": str(v) for k, v in cfg.sweep.space.items()}})
+        yield parent
+
+
+def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, res: SweepResult) -> dict[str, Any]:
+    """Copy the best checkpoint, write the plots, log to the (open, innermost) parent run -> metrics."""
+    label, key = _names(task, variant)
+    if res.best_checkpoint is None:
+        raise RuntimeError(f"sweep {ctx.stage}-{key}: the best trial left no checkpoint")
+    dest = ctx.path(cfg.models_dir) / task / variant if variant else ctx.path(cfg.models_dir) / task
+    copy_checkpoint(res.best_checkpoint, dest)
+    best = {k: v for k, v in res.best_metrics.items() if k.startswith(("test_", "best_", "epochs_run"))}
+    best.update({f"config.{k}": v for k, v in res.best_config.items()})
+    histories = {}
+    for i, t in enumerate(res.trials):
+        h = Path(t["path"]) / "history.json"
+        if h.exists():
+            histories[_trial_label(i, t["config"])] = json.loads(h.read_text())
+    fig = sweep_curves(histories, title=f"{label}: dev score per trial")
+    ctx.tracker.log_figure(fig, f"{key}_sweep_curves.png")
+    close(fig)
+    best_hist = Path(res.best_checkpoint).parent / "history.json"
+    rows = json.loads(best_hist.read_text()) if best_hist.exists() else []
+    plots = ctx.path(cfg.plots_dir)
+    write_json(plots / task / f"{variant}.json" if variant else plots / f"{task}.json",
+               [{"epoch": r["epoch"], "train_loss": r["train_loss"], "dev_score": r["dev_score"]} for r in rows])
+    ctx.tracker.log_metrics(numeric(best))
+    ctx.tracker.log_params({f"best.{k}": v for k, v in res.best_config.items()})
+    ctx.tracker.log_artifact(dest / "model.json", "best_model")
+    return {**best, "n_trials": len(res.trials), "n_failed": sum(1 for t in res.trials if t["error"])}
+
+
+def _element_result(name: str, cfg: SweepConfig, trials: list[dict[str, Any]]) -> SweepResult:
+    """The trials of one grid element as the result of its own sweep (``run_sweep``'s rules)."""
+    ok = [t for t in trials if not t["error"] and math.isfinite(t["metrics"].get(cfg.metric, math.nan))]
+    if not ok:
+        errors = "; ".join(t["error"] for t in trials if t["error"]) or "no trial reported the metric"
+        raise RuntimeError(f"sweep {name}: every trial failed ({errors})")
+    best = (max if cfg.mode == "max" else min)(ok, key=lambda t: t["metrics"][cfg.metric])
+    return SweepResult(best_config=best["config"], best_metrics=best["metrics"],
+                       best_checkpoint=Path(best["checkpoint"]) if best["checkpoint"] else None, trials=trials)
+
+
+def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: TaskSweepConfig,
+              runs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Every (task, variant) one-trial sweep as one element of one Tune grid.
+
+    The parent runs are opened first (the trials need their ids) and stay open, nested, on the
+    tracker's stack during the grid; each trial's MLflow run gets its own parent's id as
+    ``mlflow.parentRunId`` (``run_sweep(trial_tags=...)``). Afterwards the parents are recorded and
+    closed innermost first, since the tracker logs to its innermost open run.
+    """
+    from ray import tune
+    stage, keys = ctx.stage, [_names(t, v)[1] for t, v in runs]
+    grid = [{"task": t, "variant": v, "config": first_suggestion(cfg.sweep, params, ctx.base.seed)} for t, v in runs]
+    parents: dict[str, str] = {}
+
+    def trial_tags(config: dict[str, Any]) -> dict[str, str]:
+        key = _names(config["run"]["task"], config["run"]["variant"])[1]
+        return {"mlflow.parentRunId": parents[key], "sweep": f"{stage}-{key}", "task": config["run"]["task"]}
+
+    metrics: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:       # on an error, every parent still open ends FAILED
+        opened = []
+        for (task, variant), key in zip(runs, keys):
+            opened.append(stack.enter_context(contextlib.ExitStack()))     # closes one parent on its own
+            parents[key] = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
+        trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, root=str(ctx.root))
+        res = run_sweep(trainable, name=f"{stage}-{'+'.join(cfg.tasks)}", cfg=cfg.sweep, params=params,
+                        seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=ctx.run_id,
+                        storage=ctx.path(".ray_results"), tags={"stage": stage}, grid=grid, trial_tags=trial_tags)
+        by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+        for t in res.trials:
+            run = t["config"]["run"]
+            by_key[_names(run["task"], run["variant"])[1]].append({**t, "config": run["config"]})
+        results = {k: _element_result(f"{stage}-{k}", cfg.sweep, by_key[k]) for k in keys}
+        for (task, variant), key, parent in reversed(list(zip(runs, keys, opened))):
+            metrics[key] = _record(ctx, cfg, task, variant, results[key])
+            parent.close()
+    return {k: metrics[k] for k in keys}
+
+
 def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     from ray import tune
     spec = _spec(spec_ref)
     cfg = load_section(spec.config, spec.section, params)
-    metrics: dict[str, Any] = {}
     for task in cfg.tasks:
         if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
             raise FileNotFoundError(f"{spec.section}.tasks: task {task!r} has not been prepared "
                                     f"(is it under prepare.tasks in params.yaml?)")
-    for task in cfg.tasks:
-        for variant in spec.variants(cfg):
-            label = f"{task}/{variant}" if variant else task
-            key = f"{task}-{variant}" if variant else task
-            with ctx.tracker.start_run(f"sweep/{label}", parent_run_id=ctx.run_id,
-                                       tags={"task": task, "variant": variant}) as parent:
-                ctx.tracker.log_params({"task": task, "variant": variant,
-                                        **{f"space.{k}": str(v) for k, v in cfg.sweep.space.items()}})
-                trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
-                                                 variant=variant, root=str(ctx.root))
-                res = run_sweep(trainable, name=f"{ctx.stage}-{key}", cfg=cfg.sweep, params=params,
-                                seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
-                                storage=ctx.path(".ray_results"), tags={"task": task, "stage": ctx.stage})
-                if res.best_checkpoint is None:
-                    raise RuntimeError(f"sweep {ctx.stage}-{key}: the best trial left no checkpoint")
-                dest = ctx.path(cfg.models_dir) / task / variant if variant else ctx.path(cfg.models_dir) / task
-                copy_checkpoint(res.best_checkpoint, dest)
-                best = {k: v for k, v in res.best_metrics.items() if k.startswith(("test_", "best_", "epochs_run"))}
-                best.update({f"config.{k}": v for k, v in res.best_config.items()})
-                histories = {}
-                for i, t in enumerate(res.trials):
-                    h = Path(t["path"]) / "history.json"
-                    if h.exists():
-                        histories[_trial_label(i, t["config"])] = json.loads(h.read_text())
-                fig = sweep_curves(histories, title=f"{label}: dev score per trial")
-                ctx.tracker.log_figure(fig, f"{key}_sweep_curves.png")
-                close(fig)
-                best_hist = Path(res.best_checkpoint).parent / "history.json"
-                rows = json.loads(best_hist.read_text()) if best_hist.exists() else []
-                plots = ctx.path(cfg.plots_dir)
-                write_json(plots / task / f"{variant}.json" if variant else plots / f"{task}.json",
-                           [{"epoch": r["epoch"], "train_loss": r["train_loss"], "dev_score": r["dev_score"]} for r in rows])
-                ctx.tracker.log_metrics(numeric(best))
-                ctx.tracker.log_params({f"best.{k}": v for k, v in res.best_config.items()})
-                ctx.tracker.log_artifact(dest / "model.json", "best_model")
-            metrics[key] = {**best, "n_trials": len(res.trials),
-                            "n_failed": sum(1 for t in res.trials if t["error"])}
+    runs = [(task, variant) for task in cfg.tasks for variant in spec.variants(cfg)]
+    if cfg.sweep.num_samples == 1:
+        return _run_grid(spec_ref, params, ctx, cfg, runs)
+    metrics: dict[str, Any] = {}
+    for task, variant in runs:
+        key = _names(task, variant)[1]
+        with _parent_run(ctx, cfg, task, variant) as parent:
+            trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
+                                             variant=variant, root=str(ctx.root))
+            res = run_sweep(trainable, name=f"{ctx.stage}-{key}", cfg=cfg.sweep, params=params,
+                            seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
+                            storage=ctx.path(".ray_results"), tags={"task": task, "stage": ctx.stage})
+            metrics[key] = _record(ctx, cfg, task, variant, res)
     return metrics

@@ -1,0 +1,569 @@
+"""``normalisation`` stage: local vs global normalisation under search-aware training (Goyal, Dyer &
+Berg-Kirkpatrick 2019; thesis ch. 5), on tagging and on Greek->English translation; report in
+``reports/goyal_2019``.
+
+Two Ray Tune grids, one trial per configuration (both cores busy):
+
+1. ``pretrain``: the initialisers — for tagging, per encoder (``lstm``: the decoder sees the input
+   up to position i only, label bias from partial input; ``blstm``: all of it) x init (``regular``:
+   teacher-forced CE; ``self_normalised``: CE + lambda (log Z_L,t)^2) x seed; for translation, per
+   init x seed, plus the thesis Table 3.1 MT rows (scheduled sampling variants, from scratch).
+   Each is decoded greedily (``pretrain_greedy``) and by hard beam (``pretrain_beam``); log Z's
+   mean and variance on train and dev are measured (Table 1).
+2. ``search``: per part x encoder x init x normalisation (``local``: log-softmax scores;
+   ``global``: the same network's raw scores) x seed, the search-aware relaxed-beam objective
+   (G~_DL through the soft beam, decomposable Hamming cost) fine-tunes the initialiser of its init
+   and seed; decoded by soft beam with hard backpointers (the paper's decoding), also by hard beam.
+
+Inside a trial a seeded Optuna study tunes the part's ``space`` (grid 1) or ``search.space``
+(grid 2: learning rate, alpha annealing) on dev for ``trials`` trainings, with early stopping on
+dev (greedy for the initialisers, hard beam for search-aware training). Translation dev scores are
+on ``translation.data.max_dev_pairs`` verses while training; every reported score uses the whole
+split.
+
+Outputs: ``models/normalisation/`` (per part: the best seed's model of each row with its decoded
+outputs; the subword vocabularies), ``metrics/normalisation.json`` (the report's input, see
+``components.reports.goyal_2019``), ``plots/normalisation/<part>.json`` (training curves) and the
+report.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from components.config import BaseConfig, ConfigError, ResourcesConfig, from_dict, load_section, resolve_device
+from components.data.tasks import load_tagging_task
+from components.data.translation import TranslationConfig, load_translation_task
+from components.inference import INFERENCE
+from components.inference.evaluate import evaluate_decoding
+from components.inference.evaluate_translation import evaluate_translation
+from components.io import write_json
+from components.metrics.bleu import bleu_by_source_length, corpus_bleu
+from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
+from components.models.translator import AttentionTranslator, TranslatorConfig
+from components.recipes import recipe
+from components.reports.goyal_2019 import write_report
+from components.training import OBJECTIVES
+from components.training.loop import TrainConfig, fit
+from components.training.normalisation import log_z_stats
+from flows.stages.common import StageContext, main
+from flows.sweeps import SweepConfig, copy_checkpoint, epoch_bar, run_sweep
+
+INITS = ("regular", "self_normalised")
+NORMALISATIONS = ("local", "global")
+PRETRAIN_OBJECTIVE = {"regular": "seq_ce", "self_normalised": "self_normalised_ce"}
+LOG_Z_TRAIN_SENTENCES = 1000          # log Z on train: the first (seeded-subsample) sentences
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    objective: str = "beam_dl"                            # a step objective through the soft beam
+    config: dict[str, Any] = field(default_factory=dict)
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)   # lr | config.<key> -> Optuna spec
+
+
+@dataclass(frozen=True)
+class TaggingPart:
+    task: str = "greek_morph_k400"
+    encoders: tuple[str, ...] = ("lstm", "blstm")
+    beam_size: int = 5
+    lam: float = 1.0
+    max_train_sentences: int = 0
+    max_dev_sentences: int = 0
+    model: Seq2SeqTaggerConfig = Seq2SeqTaggerConfig(encoder="lstm", init="zeros")
+    optim: TrainConfig = TrainConfig(lr=0.01, epochs=8, patience=3, batch_size=64)
+    finetune: TrainConfig = TrainConfig(lr=0.001, epochs=3, patience=2, batch_size=64)
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SSVariant:
+    objective: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TranslationPart:
+    enabled: bool = True
+    beam_size: int = 3
+    lam: float = 1.0
+    data: TranslationConfig = TranslationConfig()
+    model: TranslatorConfig = TranslatorConfig()
+    optim: TrainConfig = TrainConfig(lr=0.005, epochs=8, patience=3, batch_size=64)
+    finetune: TrainConfig = TrainConfig(lr=0.0005, epochs=2, patience=2, batch_size=64)
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    examples: int = 6
+    ss: dict[str, SSVariant] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NormalisationConfig:
+    seeds: tuple[int, ...] = (0,)
+    trials: int = 2
+    max_concurrent: int = 2
+    resources: ResourcesConfig = ResourcesConfig()
+    eval_batch_size: int = 64
+    decode_alpha: float = 10.0
+    models_dir: str = "models/normalisation"
+    plots_dir: str = "plots/normalisation"
+    report_dir: str = "reports/goyal_2019"
+    search: SearchConfig = SearchConfig()
+    tagging: TaggingPart = TaggingPart()
+    translation: TranslationPart = TranslationPart()
+
+
+# -- configuration -----------------------------------------------------------------------------------
+def load_config(params: dict[str, Any]) -> NormalisationConfig:
+    """The section, strictly; every objective, config, space and scheduled-sampling variant is
+    checked before Ray starts (a ``ConfigError`` naming the key)."""
+    cfg = load_section(NormalisationConfig, "normalisation", params)
+    where = "normalisation"
+    if not cfg.seeds:
+        raise ConfigError(f"{where}.seeds: at least one seed")
+    if cfg.trials < 1:
+        raise ConfigError(f"{where}.trials must be >= 1, got {cfg.trials}")
+    s = cfg.search
+    if s.objective not in OBJECTIVES or OBJECTIVES[s.objective].meta.get("feed") != "soft beam":
+        beams = [n for n, e in OBJECTIVES.items() if e.meta.get("feed") == "soft beam"]
+        raise ConfigError(f"{where}.search.objective: {s.objective!r} is not a relaxed-beam objective; one of {beams}")
+    _check_space(s.space, f"{where}.search.space", lambda v, w: _objective_config(s.objective, s.config, v, w))
+    _objective_config(s.objective, s.config, {}, f"{where}.search.config")
+    t = cfg.tagging
+    bad = [e for e in t.encoders if e not in ("lstm", "blstm")]
+    if bad or not t.encoders:
+        raise ConfigError(f"{where}.tagging.encoders: {list(t.encoders)} must be a non-empty list of lstm, blstm")
+    for part, p in (("tagging", t), ("translation", cfg.translation)):
+        if p.beam_size < 1:
+            raise ConfigError(f"{where}.{part}.beam_size must be >= 1, got {p.beam_size}")
+        OBJECTIVES.config("self_normalised_ce", {"lam": p.lam}, where=f"{where}.{part}.lam")
+        _check_space(p.space, f"{where}.{part}.space", None)
+    ss = {}
+    for name, v in cfg.translation.ss.items():
+        w = f"{where}.translation.ss.{name}"
+        v = v if isinstance(v, SSVariant) else from_dict(SSVariant, v, where=w)
+        if v.objective not in OBJECTIVES or OBJECTIVES[v.objective].meta["structure"] != "steps" \
+                or OBJECTIVES[v.objective].meta["feed"] == "soft beam":
+            raise ConfigError(f"{w}.objective: {v.objective!r} is not a teacher-forced or scheduled-sampling step objective")
+        OBJECTIVES.config(v.objective, v.config, where=f"{w}.config")
+        ss[name] = v
+    if "ce" in ss or any(n in INITS for n in ss):
+        raise ConfigError(f"{where}.translation.ss: names 'ce', {INITS} are reserved")
+    return dataclasses.replace(cfg, translation=dataclasses.replace(cfg.translation, ss=ss))
+
+
+def _check_space(space: dict[str, dict[str, Any]], where: str, check_config) -> None:
+    for key, spec in space.items():
+        if key != "lr" and not (key.startswith("config.") and check_config is not None):
+            raise ConfigError(f"{where}: key {key!r} must be 'lr'" + (" or 'config.<key>'" if check_config else ""))
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if kind == "choice":
+            values = spec.get("values")
+            if not values:
+                raise ConfigError(f"{where}.{key}: choice needs a non-empty 'values'")
+        elif kind in ("loguniform", "uniform"):
+            try:
+                low, high = float(spec["low"]), float(spec["high"])
+            except KeyError as e:
+                raise ConfigError(f"{where}.{key}: {kind} needs {e.args[0]!r}") from None
+            if not low < high or (kind == "loguniform" and low <= 0):
+                raise ConfigError(f"{where}.{key}: need 0 < low < high for loguniform, low < high for uniform; got {spec}")
+            values = [low, high]
+        else:
+            raise ConfigError(f"{where}.{key}: type {kind!r} is not one of choice, loguniform, uniform")
+        if key == "lr":
+            if any(float(v) <= 0 for v in values):
+                raise ConfigError(f"{where}.lr: learning rates must be > 0, got {values}")
+        else:
+            for value in values:
+                check_config({key: value}, f"{where}.{key}")
+
+
+def _objective_config(objective: str, base: dict[str, Any], values: dict[str, Any], where: str):
+    """``objective``'s config: ``base`` with the ``config.``-prefixed ``values`` applied (strict)."""
+    cfg = json.loads(json.dumps(base))
+    for key, value in values.items():
+        if not key.startswith("config."):
+            continue
+        cur = cfg
+        parts = key.split(".")[1:]
+        for p in parts[:-1]:
+            cur = cur.setdefault(p, {})
+        cur[parts[-1]] = value
+    return OBJECTIVES.config(objective, cfg, where=where)
+
+
+def _suggest(trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for key, spec in space.items():
+        if spec["type"] == "choice":
+            out[key] = trial.suggest_categorical(key, list(spec["values"]))
+        else:
+            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=spec["type"] == "loguniform")
+    return out
+
+
+# -- the two parts: what differs between tagging and translation -----------------------------------
+class _Tagging:
+    """Greek morphology with the fixed-attention, zero-init seq2seq tagger."""
+    name = "tagging"
+
+    def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str):
+        self.p, self.encoder, self.device, self.cfg = cfg.tagging, encoder, device, cfg
+        self.task = load_tagging_task(root / base.prepared_dir / self.p.task,
+                                      max_train_sentences=self.p.max_train_sentences, seed=base.seed)
+        dev = self.task.dev
+        self.dev_tuning = dev.subset(np.arange(min(len(dev), self.p.max_dev_sentences))) if self.p.max_dev_sentences else dev
+        self.labels = self.task.vocabs["label"]
+        self.model_cfg = dataclasses.replace(self.p.model, encoder=encoder)
+        self.splits = {"train": self.task.train, "dev": self.task.dev, "test": self.task.test}
+
+    def build(self, normalisation: str, seed: int) -> Seq2SeqTagger:
+        t = self.task
+        return Seq2SeqTagger(dataclasses.replace(self.model_cfg, normalisation=normalisation), **t.sizes,
+                             glove_ids=t.glove_ids, glove_vectors=t.glove_vectors, seed=seed).to(self.device)
+
+    def recipe(self, normalisation: str) -> dict[str, Any]:
+        return recipe("seq2seq", "seq2seq", dataclasses.replace(self.model_cfg, normalisation=normalisation),
+                      self.task.sizes)
+
+    def evaluate(self, model, method, split: str, tuning: bool = False) -> dict[str, Any]:
+        ds = self.dev_tuning if tuning else self.splits[split]
+        return evaluate_decoding(model, method, ds, self.labels, self.task.metric,
+                                 batch_size=self.cfg.eval_batch_size, device=self.device)
+
+
+class _Translation:
+    """Greek -> English verses with the Bahdanau-attention encoder-decoder; BLEU."""
+    name = "translation"
+
+    def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str):
+        self.p, self.encoder, self.device, self.cfg = cfg.translation, encoder, device, cfg
+        self.task = load_translation_task(root / base.prepared_dir / "greek_english",
+                                          vocab_dir(root / cfg.models_dir), self.p.data, seed=base.seed)
+        dev = self.task.dev
+        n = self.p.data.max_dev_pairs
+        self.dev_tuning = dev.subset(np.arange(min(len(dev), n))) if n else dev
+        self.splits = {"train": self.task.train, "dev": self.task.dev, "test": self.task.test}
+
+    def build(self, normalisation: str, seed: int) -> AttentionTranslator:
+        t = self.task
+        return AttentionTranslator(dataclasses.replace(self.p.model, normalisation=normalisation), len(t.src_vocab),
+                                   len(t.tgt_vocab), eos=t.tgt_vocab.eos, pad=t.tgt_vocab.pad, seed=seed).to(self.device)
+
+    def recipe(self, normalisation: str) -> dict[str, Any]:
+        return {"kind": "translator", "config": dataclasses.asdict(dataclasses.replace(self.p.model, normalisation=normalisation)),
+                "sizes": {"n_src": len(self.task.src_vocab), "n_tgt": len(self.task.tgt_vocab)},
+                "eos": self.task.tgt_vocab.eos, "pad": self.task.tgt_vocab.pad,
+                "vocabularies": ["vocab/src.model", "vocab/tgt.model"]}
+
+    def evaluate(self, model, method, split: str, tuning: bool = False) -> dict[str, Any]:
+        ds = self.dev_tuning if tuning else self.splits[split]
+        return evaluate_translation(model, method, ds, self.task.tgt_vocab, batch_size=self.cfg.eval_batch_size,
+                                    device=self.device)
+
+
+def vocab_dir(models: Path) -> Path:
+    return models / "translation" / "vocab"
+
+
+def _part(name: str, *args) -> _Tagging | _Translation:
+    return {"tagging": _Tagging, "translation": _Translation}[name](*args)
+
+
+def _decoder(name: str, k: int, alpha: float) -> Any:
+    cfg = {"greedy": {}, "beam": {"k": k}, "soft_beam": {"k": k, "alpha": alpha}}[name]
+    return INFERENCE.build(name, cfg)
+
+
+def _warm(models: Path, part: str, encoder: str, init: str, seed: int) -> Path:
+    """Where the initialiser of (part, encoder, init, seed) waits for the search-aware trials."""
+    return models / part / "warm_start" / f"{encoder}.{init}.seed{seed}"
+
+
+# -- one trial ----------------------------------------------------------------------------------------
+def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
+    """Ray Tune function trainable over ``config["run"]``: {grid: pretrain | search, part, encoder,
+    row (regular | self_normalised | an ss variant; the init for grid search), normalisation, seed}."""
+    import optuna
+    from ray import tune
+
+    run = config["run"]
+    grid, part_name, encoder, row, seed = run["grid"], run["part"], run["encoder"], run["row"], int(run["seed"])
+    norm = run.get("normalisation", "local")
+    base = load_section(BaseConfig, "base", params)
+    cfg = load_config(params)
+    device = resolve_device(base.device)
+    rootp = Path(root)
+    part = _part(part_name, cfg, rootp, base, encoder, device)
+    p = part.p
+    k = p.beam_size
+    train_ds = part.task.train
+    if grid == "pretrain":
+        if row in INITS:
+            objective_name = PRETRAIN_OBJECTIVE[row]
+            base_obj = {"lam": p.lam} if row == "self_normalised" else {}
+        else:
+            objective_name, base_obj = p.ss[row].objective, p.ss[row].config
+        space, optim, tune_on = p.space, p.optim, "greedy"
+    else:
+        objective_name, base_obj = cfg.search.objective, cfg.search.config
+        space, optim, tune_on = cfg.search.space, p.finetune, "beam"
+        warm = _warm(rootp / cfg.models_dir, part_name, encoder, row, seed) / "model.pt"
+        if not warm.exists():
+            raise FileNotFoundError(f"{warm}: the initialiser this trial starts from (grid 'pretrain' runs first)")
+    n_batches = -(-len(train_ds) // optim.batch_size)
+
+    def build():
+        model = part.build(norm, seed)
+        if grid == "search":
+            model.load_state_dict(torch.load(warm, map_location="cpu", weights_only=True))
+        return model
+
+    def train(values: dict[str, Any], on_epoch=None, on_batch=None):
+        torch.manual_seed(seed)
+        obj_cfg = _objective_config(objective_name, base_obj, values, where=f"normalisation.{grid}.{row}")
+        if hasattr(obj_cfg, "k"):
+            obj_cfg = dataclasses.replace(obj_cfg, k=k)
+        objective = OBJECTIVES.build(objective_name, obj_cfg, updates_per_epoch=n_batches, seed=seed)
+        model = build()
+        tcfg = dataclasses.replace(optim, lr=float(values.get("lr", optim.lr)))
+        method = _decoder(tune_on, k, cfg.decode_alpha)
+        state = fit(model, objective,
+                    lambda epoch: train_ds.batches(optim.batch_size, shuffle=True, seed=seed * 1000 + epoch, device=device),
+                    n_batches, lambda m: {"score": part.evaluate(m, method, "dev", tuning=True)["score"]}, tcfg,
+                    on_epoch=on_epoch, on_batch=on_batch)
+        return model, state, obj_cfg
+
+    label = f"{grid}:{part_name}/{encoder}/{row}" + (f"/{norm}" if grid == "search" else "")
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    best: dict[str, Any] = {}
+    n_trials = cfg.trials if space else 1
+    t_start = time.perf_counter()
+    for i in range(n_trials):
+        ot = study.ask()
+        values = _suggest(ot, space)
+        so_far = best.get("score", -math.inf)
+        model, state, obj_cfg = train(values, on_epoch=lambda s, r, i=i, b=so_far: tune.report(
+            {"optuna_trial": float(i), "epoch": r["epoch"], "dev_score": r["dev_score"], "train_loss": r["train_loss"],
+             "best_dev_score": max(b, s.best_score)}), on_batch=epoch_bar(f"{label} ({i + 1}/{n_trials})"))
+        study.tell(ot, state.best_score)
+        if not best or state.best_score > best["score"]:
+            alpha = getattr(obj_cfg, "alpha", None)
+            best = {"score": state.best_score, "values": values, "state": state, "obj_cfg": obj_cfg,
+                    "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()},
+                    "alpha": alpha.at(state.best_epoch) if alpha is not None and grid == "search" else None}
+    tuning_seconds = time.perf_counter() - t_start
+
+    model = build()
+    model.load_state_dict(best["weights"])
+    model.eval()
+    decodings = ("greedy", "beam") if grid == "pretrain" else ("beam", "soft_beam")
+    alpha = best["alpha"] or cfg.decode_alpha
+    scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
+    outputs: dict[str, dict[str, list[str]]] = {"dev": {}, "test": {}}
+    with torch.no_grad():
+        for split in ("dev", "test"):
+            for name in decodings:
+                res = part.evaluate(model, _decoder(name, k, alpha), split)
+                scores[split][name] = float(res["score"])
+                if "hypotheses" in res:
+                    outputs[split][name] = res["hypotheses"]
+        log_z = {}
+        if grid == "pretrain" and row in INITS:
+            bs = cfg.eval_batch_size
+            train_sub = train_ds.subset(np.arange(min(len(train_ds), LOG_Z_TRAIN_SENTENCES)))
+            for split, ds in (("train", train_sub), ("dev", part.splits["dev"])):
+                st = log_z_stats(model, ds.batches(bs, device=device))
+                log_z[f"{split}_mean"], log_z[f"{split}_var"] = st["mean"], st["var"]
+    history = best["state"].history
+    with tempfile.TemporaryDirectory() as d:
+        torch.save(best["weights"], Path(d) / "model.pt")
+        meta = {"run": run, "objective": objective_name, "config": dataclasses.asdict(best["obj_cfg"]),
+                "tuned": best["values"], "recipe": part.recipe(norm), "history": history, "scores": scores,
+                "beam_size": k, "decode_alpha": alpha, "log_z": log_z}
+        (Path(d) / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+        if any(outputs.values()):
+            (Path(d) / "decoded.json").write_text(json.dumps(outputs, ensure_ascii=False))
+        epoch_s = [h["train_seconds"] for h in history]
+        tune.report({"best_dev_score": best["score"], "best_epoch": float(best["state"].best_epoch),
+                     "epochs_run": float(best["state"].epoch), "seconds_per_epoch": float(np.mean(epoch_s)),
+                     "tuning_seconds": tuning_seconds, **{f"logz_{k_}": v for k_, v in log_z.items()},
+                     **{f"{split}_{name}": s for split in scores for name, s in scores[split].items()}},
+                    checkpoint=tune.Checkpoint.from_directory(d))
+
+
+# -- the stage ---------------------------------------------------------------------------------------
+def _grids(cfg: NormalisationConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    parts = [("tagging", e) for e in cfg.tagging.encoders]
+    if cfg.translation.enabled:
+        parts.append(("translation", "bilstm_attention"))
+    pre, search = [], []
+    for part, enc in parts:
+        rows = list(INITS) + (list(cfg.translation.ss) if part == "translation" else [])
+        pre += [{"grid": "pretrain", "part": part, "encoder": enc, "row": r, "seed": s} for r in rows for s in cfg.seeds]
+        search += [{"grid": "search", "part": part, "encoder": enc, "row": init, "normalisation": n, "seed": s}
+                   for init in INITS for n in NORMALISATIONS for s in cfg.seeds]
+    return pre, search
+
+
+def _sweep(ctx: StageContext, params: dict[str, Any], cfg: NormalisationConfig, name: str, grid: list[dict[str, Any]]):
+    from ray import tune
+    trainable = tune.with_parameters(trial, params=params, root=str(ctx.root))
+    sweep_cfg = SweepConfig(num_samples=1, max_concurrent=cfg.max_concurrent, metric="best_dev_score", mode="max",
+                            resources=cfg.resources, max_failures=0)
+    with ctx.tracker.start_run(f"sweep/{name}", parent_run_id=ctx.run_id, tags={"stage": ctx.stage}) as parent:
+        res = run_sweep(trainable, name=f"{ctx.stage}-{name}", cfg=sweep_cfg, params=params, seed=ctx.base.seed,
+                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.path(".ray_results"),
+                        tags={"stage": ctx.stage}, grid=grid)
+    failed = [t for t in res.trials if t["error"] or "best_dev_score" not in t["metrics"]]
+    if failed:
+        raise RuntimeError(f"normalisation {name}: {len(failed)} trial(s) did not finish: "
+                           + "; ".join(f"{t['config'].get('run')}: {t['error'] or 'no final report'}" for t in failed))
+    return [{"run": t["config"]["run"], "metrics": t["metrics"], "checkpoint": t.get("checkpoint")} for t in res.trials]
+
+
+def _summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Mean / std over seeds of metric ``split_decoding`` for dev and test."""
+    out: dict[str, Any] = {"seeds": len(runs)}
+    for split in ("dev", "test"):
+        vals = [r["metrics"][f"{split}_{key}"] for r in runs]
+        out[split], out[f"{split}_std"] = float(np.mean(vals)), float(np.std(vals))
+    out["failed"] = bool(out["dev"] <= 0.0)
+    return out
+
+
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return runs[int(np.argmax([r["metrics"]["best_dev_score"] for r in runs]))]
+
+
+def _log_z(runs: list[dict[str, Any]]) -> dict[str, float]:
+    keys = ("train_mean", "train_var", "dev_mean", "dev_var")
+    out = {k: float(np.mean([r["metrics"][f"logz_{k}"] for r in runs])) for k in keys}
+    out["dev_score"] = float(np.mean([r["metrics"]["dev_beam"] for r in runs]))
+    return out
+
+
+def _select(runs, **match) -> list[dict[str, Any]]:
+    return [r for r in runs if all(r["run"].get(k) == v for k, v in match.items())]
+
+
+def _decoded(run: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    return json.loads((Path(run["checkpoint"]) / "decoded.json").read_text())
+
+
+def _part_metrics(cfg: NormalisationConfig, part: str, encoders: list[str], pre, search, models: Path,
+                  curves: dict[str, Any]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    log_z: dict[str, Any] = {}
+    best_runs: dict[str, dict[str, Any]] = {}          # "<encoder>/<init>/<row>" -> the best seed's run
+    for enc in encoders:
+        rows[enc], log_z[enc] = {}, {}
+        for init in INITS:
+            p_runs = _select(pre, part=part, encoder=enc, row=init)
+            r = {"pretrain_greedy": _summary(p_runs, "greedy"), "pretrain_beam": _summary(p_runs, "beam")}
+            log_z[enc][init] = _log_z(p_runs)
+            best_runs[f"{enc}/{init}/pretrain_greedy"] = best_runs[f"{enc}/{init}/pretrain_beam"] = _best(p_runs)
+            for norm in NORMALISATIONS:
+                s_runs = _select(search, part=part, encoder=enc, row=init, normalisation=norm)
+                r[norm] = _summary(s_runs, "soft_beam")
+                r[norm]["hard_beam"] = _summary(s_runs, "beam")
+                best_runs[f"{enc}/{init}/{norm}"] = _best(s_runs)
+            rows[enc][init] = r
+    for key, run in best_runs.items():
+        enc, init, row = key.split("/")
+        if row == "pretrain_beam":
+            continue
+        name = "pretrain" if row == "pretrain_greedy" else row
+        copy_checkpoint(Path(run["checkpoint"]), models / part / enc / init / name)
+        meta = json.loads((Path(run["checkpoint"]) / "model.json").read_text())
+        curves[f"{enc}/{init}/{name}"] = [{"epoch": h["epoch"], "train_loss": h["train_loss"], "dev_score": h["dev_score"]}
+                                          for h in meta["history"]]
+    return {"rows": rows, "log_z": log_z, "_best": best_runs}
+
+
+def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    cfg = load_config(params)
+    prepared = ctx.path(ctx.base.prepared_dir)
+    if not (prepared / cfg.tagging.task / "meta.json").exists():
+        raise FileNotFoundError(f"normalisation.tagging.task: task {cfg.tagging.task!r} has not been prepared "
+                                f"(is it under prepare.tasks in params.yaml?)")
+    models = ctx.path(cfg.models_dir)
+    mt = None
+    if cfg.translation.enabled:                       # the subword vocabularies, once, before the trials
+        mt = load_translation_task(prepared / "greek_english", vocab_dir(models), cfg.translation.data, seed=ctx.base.seed)
+    pre_grid, search_grid = _grids(cfg)
+    pre = _sweep(ctx, params, cfg, "pretrain", pre_grid)
+    for r in pre:
+        if r["run"]["row"] in INITS:
+            run_ = r["run"]
+            copy_checkpoint(Path(r["checkpoint"]), _warm(models, run_["part"], run_["encoder"], run_["row"], run_["seed"]))
+    search = _sweep(ctx, params, cfg, "search", search_grid)
+
+    metrics: dict[str, Any] = {}
+    curves: dict[str, dict[str, Any]] = {"tagging": {}, "translation": {}}
+    t = load_tagging_task(prepared / cfg.tagging.task, max_train_sentences=cfg.tagging.max_train_sentences,
+                          seed=ctx.base.seed)
+    tag = _part_metrics(cfg, "tagging", list(cfg.tagging.encoders), pre, search, models, curves["tagging"])
+    tag.pop("_best")
+    metrics["tagging"] = {"task": cfg.tagging.task, "metric": t.metric, "n_labels": len(t.vocabs["label"]),
+                          "top_k_labels": int(t.meta.get("top_k_labels", 0)), "beam_size": cfg.tagging.beam_size,
+                          "n_train": len(t.train), "seeds": len(cfg.seeds), **tag}
+    if mt is not None:
+        enc = "bilstm_attention"
+        tr = _part_metrics(cfg, "translation", [enc], pre, search, models, curves["translation"])
+        best = tr.pop("_best")
+        ss = {"ce": _summary(_select(pre, part="translation", row="regular"), "greedy")}
+        for name in cfg.translation.ss:
+            runs = _select(pre, part="translation", row=name)
+            ss[name] = _summary(runs, "greedy")
+            copy_checkpoint(Path(_best(runs)["checkpoint"]), models / "translation" / "ss" / name)
+        outputs = {f"{init}/{row}": _decoded(best[f"{enc}/{init}/{row}"])
+                   for init in INITS for row in ("pretrain_greedy", "pretrain_beam", "local", "global")}
+
+        def hyps(key: str, split: str) -> list[str]:
+            init, row = key.split("/")
+            dec = {"pretrain_greedy": "greedy", "pretrain_beam": "beam"}.get(row, "soft_beam")
+            return outputs[key][split][dec]
+
+        refs_dev = mt.dev.references
+        breakdown, by_length = {}, {}
+        for row in ("pretrain_beam", "local", "global"):
+            h = hyps(f"self_normalised/{row}", "dev")
+            b = corpus_bleu(h, refs_dev)
+            breakdown[row] = {"bleu": b.score, "precisions": list(b.precisions), "bp": b.bp, "ratio": b.ratio}
+            by_length[row] = {k_: v["bleu"] for k_, v in
+                              bleu_by_source_length(h, refs_dev, list(mt.dev.src_lengths)).items()}
+        signature = corpus_bleu(hyps("regular/pretrain_beam", "test"), mt.test.references).signature
+        n_ex = min(cfg.translation.examples, len(mt.test))
+        picks = np.random.default_rng(ctx.base.seed).choice(len(mt.test), size=n_ex, replace=False) if n_ex else []
+        examples = [{"verse_id": mt.test.verse_ids[i], "source": mt.test.sources[i], "reference": mt.test.references[i],
+                     "systems": {key: hyps(key, "test")[i] for key in outputs}} for i in sorted(int(x) for x in picks)]
+        metrics["translation"] = {"metric": "bleu", "beam_size": cfg.translation.beam_size,
+                                  "src_vocab": len(mt.src_vocab), "tgt_vocab": len(mt.tgt_vocab), "n_train": len(mt.train),
+                                  "filtered": mt.stats, "signature": signature,
+                                  "rows": tr["rows"][enc], "log_z": tr["log_z"][enc], "ss": ss,
+                                  "breakdown": breakdown, "by_length": by_length, "examples": examples}
+        for init in INITS:                            # decoded outputs as artifacts (also beside the models)
+            for name in ("pretrain", "local", "global"):
+                ctx.tracker.log_artifact(models / "translation" / enc / init / name / "decoded.json",
+                                         f"decoded/translation/{init}_{name}")
+    for part, c in curves.items():
+        if c:
+            write_json(ctx.path(cfg.plots_dir) / f"{part}.json", c)
+    files = write_report(metrics, ctx.path(cfg.report_dir))
+    for path in files.values():
+        ctx.tracker.log_artifact(Path(path), "report")
+    return metrics
+
+
+if __name__ == "__main__":
+    main("normalisation")

@@ -1,0 +1,111 @@
+"""Smoke test of the `normalisation` stage (two Ray grids over tagging and translation, Optuna inside
+trials, subword vocabularies, BLEU, the report) and its configuration checks, which fail before Ray
+or any model starts."""
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from components.config import ConfigError
+from flows.stages import normalisation, prepare
+from flows.stages.common import run_stage
+
+GREEK = ["λόγος", "θεός", "ἦν", "ἐν", "ἀρχῇ", "καὶ", "ὁ", "πρὸς", "τὸν", "οὗτος"]
+ENGLISH = {"λόγος": "word", "θεός": "God", "ἦν": "was", "ἐν": "in", "ἀρχῇ": "beginning", "καὶ": "and",
+           "ὁ": "the", "πρὸς": "with", "τὸν": "the", "οὗτος": "he"}
+
+
+def _parallel(root):
+    rng = np.random.default_rng(1)
+    out = root / "data" / "prepared" / "greek_english"
+    out.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 80), ("dev", 12), ("test", 12)):
+        src = [[GREEK[i] for i in rng.integers(len(GREEK), size=rng.integers(2, 7))] for _ in range(n)]
+        tgt = [[ENGLISH[w] for w in s] + ["."] for s in src]
+        pq.write_table(pa.table({"verse_id": [f"{split}{i:03d}" for i in range(n)], "source": src, "target": tgt}),
+                       out / f"{split}.parquet")
+
+
+def _tiny(params):
+    n = params["normalisation"]
+    n.update(seeds=[0], trials=1, eval_batch_size=16, resources={"cpu": 1, "gpu": 0})
+    n["search"]["space"] = {"config.alpha.anneal": {"type": "choice", "values": [4.0]}}
+    t = n["tagging"]
+    t.update(task="ner", beam_size=2, max_train_sentences=0, max_dev_sentences=0, space={})
+    t["model"].update(hidden=6, label_dim=3)
+    t["optim"].update(epochs=1, batch_size=8)
+    t["finetune"].update(epochs=1, batch_size=8)
+    m = n["translation"]
+    m.update(beam_size=2, space={}, examples=2)
+    m["data"].update(src_vocab_size=40, tgt_vocab_size=30, max_dev_pairs=0)
+    m["model"].update(embedding_dim=8, hidden=8, attention_dim=8)
+    m["optim"].update(epochs=1, batch_size=8)
+    m["finetune"].update(epochs=1, batch_size=8)
+    m["ss"] = {k: v for k, v in m["ss"].items() if k in ("ss_greedy", "dss_annealed_sample")}
+    return params
+
+
+def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
+    root, params = tiny_root
+    params = _tiny(params)
+    run_stage("prepare", prepare.run, params, root)
+    _parallel(root)
+    import ray
+    try:
+        m = run_stage("normalisation", normalisation.run, params, root)
+    finally:
+        ray.shutdown()
+    tag = m["tagging"]
+    assert set(tag["rows"]) == {"lstm", "blstm"}
+    for enc in ("lstm", "blstm"):
+        assert set(tag["rows"][enc]) == {"regular", "self_normalised"}
+        for init, rows in tag["rows"][enc].items():
+            assert set(rows) == {"pretrain_greedy", "pretrain_beam", "local", "global"}
+            assert all(0.0 <= r["test"] <= 100.0 for r in rows.values())
+            assert set(tag["log_z"][enc][init]) == {"train_mean", "train_var", "dev_mean", "dev_var", "dev_score"}
+            assert (root / "models/normalisation/tagging" / enc / init / "global" / "model.json").exists()
+    mt = m["translation"]
+    assert set(mt["rows"]["self_normalised"]) == {"pretrain_greedy", "pretrain_beam", "local", "global"}
+    assert set(mt["ss"]) == {"ce", "ss_greedy", "dss_annealed_sample"}
+    assert mt["signature"].startswith("nrefs:1") and mt["src_vocab"] > 0 and mt["tgt_vocab"] > 0
+    assert len(mt["breakdown"]["global"]["precisions"]) == 4
+    assert len(mt["examples"]) == 2 and set(mt["examples"][0]["systems"]) == {
+        f"{i}/{r}" for i in ("regular", "self_normalised") for r in ("pretrain_greedy", "pretrain_beam", "local", "global")}
+    assert (root / "models/normalisation/translation/vocab/tgt.model").exists()
+    decoded = json.loads((root / "models/normalisation/translation/bilstm_attention/regular/local/decoded.json").read_text())
+    assert len(decoded["test"]["soft_beam"]) == 12
+    saved = json.loads((root / "metrics/normalisation.json").read_text())
+    assert saved["tagging"]["rows"] == tag["rows"]
+    assert (root / "reports/goyal_2019/README.md").exists()
+    assert set(json.loads((root / "plots/normalisation/tagging.json").read_text())) >= {"lstm/regular/global"}
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda n: n["search"].update(objective="seq_ce"), "not a relaxed-beam objective"),
+    (lambda n: n["search"].update(space={"optim.lr": {"type": "choice", "values": [1]}}), "must be 'lr' or 'config"),
+    (lambda n: n["search"].update(space={"config.alpha.anneal": {"type": "choice", "values": [0.5]}}),
+     "alpha.anneal must be >= 1"),
+    (lambda n: n["tagging"].update(space={"config.lam": {"type": "choice", "values": [1]}}), "must be 'lr'"),
+    (lambda n: n["tagging"].update(encoders=["gru"]), "encoders"),
+    (lambda n: n["tagging"].update(lam=-1.0), "lam"),
+    (lambda n: n["translation"].update(beam_size=0), "beam_size"),
+    (lambda n: n["translation"]["ss"].update(bad={"objective": "beam_dl"}), "ss.bad.objective"),
+    (lambda n: n["translation"]["ss"]["ss_greedy"].update(config={"feed": "argmax"}), "ss_greedy.config.feed"),
+    (lambda n: n["translation"]["data"].update(src_vocab_size=0), "src_vocab_size"),
+    (lambda n: n.update(trials=0), "trials must be >= 1"),
+    (lambda n: n.update(seeds=[]), "at least one seed"),
+])
+def test_bad_configuration_is_rejected_before_work(tiny_root, edit, match):
+    root, params = tiny_root
+    params = _tiny(params)
+    edit(params["normalisation"])
+    with pytest.raises((ConfigError, ValueError), match=match):
+        normalisation.load_config(params)
+
+
+def test_unprepared_task_is_a_clear_error(tiny_root):
+    root, params = tiny_root
+    with pytest.raises(FileNotFoundError, match="task 'ner' has not been prepared"):
+        run_stage("normalisation", normalisation.run, _tiny(params), root)

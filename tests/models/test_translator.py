@@ -1,0 +1,287 @@
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from components.inference.beam import BeamState, StepScorer
+from components.models.translator import AttentionTranslator, TranslatorConfig, build_translator
+
+N_SRC, N_TGT, EOS = 9, 10, 9          # source: pad 0, tokens 1..8; target: tokens 1..8, eos 9
+TINY = TranslatorConfig(embedding_dim=6, hidden=8, attention_dim=7, dropout=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    yield
+
+
+@dataclass
+class Batch:                           # duck-typed TranslationBatch
+    words: torch.Tensor
+    src_mask: torch.Tensor
+    tags: torch.Tensor
+    mask: torch.Tensor
+    decode_mask: torch.Tensor
+
+
+def make_batch(sources: list[list[int]], targets: list[list[int]], extra_src: int = 0, extra_dec: int = 2) -> Batch:
+    """Right-padded tensors; targets end in eos; the decoder may take len(target) + extra_dec steps."""
+    S = max(map(len, sources)) + extra_src
+    T = max(map(len, targets)) + 1
+    B = len(sources)
+    words = torch.zeros(B, S, dtype=torch.long)
+    tags = torch.zeros(B, T, dtype=torch.long)
+    for i, (s, t) in enumerate(zip(sources, targets)):
+        words[i, :len(s)] = torch.tensor(s)
+        tags[i, :len(t) + 1] = torch.tensor(t + [EOS])
+    lens = torch.tensor([len(t) + 1 for t in targets])
+    mask = torch.arange(T)[None] < lens[:, None]
+    decode_mask = torch.arange(T + extra_dec)[None] < (lens + extra_dec)[:, None]
+    return Batch(words, words != 0, tags, mask, decode_mask)
+
+
+def model(cfg=TINY, seed=0) -> AttentionTranslator:
+    return build_translator(cfg, N_SRC, N_TGT, eos=EOS, seed=seed).eval()
+
+
+SOURCES = [[1, 2, 3], [4, 5], [6, 7, 8, 1, 2]]
+TARGETS = [[3, 2, 1], [5, 4], [2, 1, 8, 7, 6]]
+
+
+def teacher_forced(m: AttentionTranslator, batch: Batch, k: int = 1) -> torch.Tensor:
+    """Step scores [B, T, V] with the gold symbol fed (item 0 of a beam of k)."""
+    state, _ = m.start(batch, k)
+    prev, out = None, []
+    for t in range(batch.tags.shape[1]):
+        scores, state = m.step(state, prev)
+        out.append(scores[:, 0])
+        prev = m.embed_ids(batch.tags[:, t])[:, None].expand(-1, k, -1)
+    return torch.stack(out, 1)
+
+
+def test_is_a_step_scorer_with_the_attributes_decoders_read():
+    m = model()
+    assert isinstance(m, StepScorer)
+    assert m.n_labels == N_TGT and m.eos == EOS and m.normalisation == "local"
+
+
+def test_config_and_constructor_checks_name_the_field():
+    for kw, field in [({"hidden": 0}, "hidden"), ({"embedding_dim": -1}, "embedding_dim"),
+                      ({"attention_dim": 0}, "attention_dim"), ({"dropout": 1.0}, "dropout"),
+                      ({"normalisation": "softmax"}, "normalisation")]:
+        with pytest.raises(ValueError, match=field):
+            TranslatorConfig(**kw)
+    with pytest.raises(ValueError, match="eos"):
+        build_translator(TINY, N_SRC, N_TGT, eos=N_TGT)
+
+
+def test_seed_fixes_the_weights_without_touching_the_global_generator():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a, b = model(seed=3), model(seed=3)
+    assert torch.rand(1) == before
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        assert torch.equal(p, q), n
+    assert not torch.equal(a.out.weight, model(seed=4).out.weight)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_start_and_step_shapes(k):
+    m = model()
+    batch = make_batch(SOURCES, TARGETS)
+    state, dmask = m.start(batch, k)
+    B, S = batch.words.shape
+    assert dmask is batch.decode_mask
+    h, c = state.beam
+    assert h.shape == c.shape == (B, k, TINY.hidden)
+    assert state.context.states.shape == (B, S, 2 * TINY.hidden)
+    assert state.context.keys.shape == (B, S, TINY.attention_dim)
+    scores, state = m.step(state, None)
+    assert scores.shape == (B, k, N_TGT)
+    # k copies of one start (equal up to rounding: BLAS may sum rows in a different order)
+    torch.testing.assert_close(scores, scores[:, :1].expand_as(scores), rtol=0, atol=1e-6)
+    prev = m.embed_ids(torch.arange(B * k).reshape(B, k) % N_TGT)
+    scores2, state2 = m.step(state, prev)
+    assert scores2.shape == (B, k, N_TGT) and state2.beam[0].shape == (B, k, TINY.hidden)
+    assert isinstance(state2, BeamState)
+
+
+def test_beam_items_are_independent_and_follow_reorder():
+    """Item j fed symbol y_j scores as a beam of 1 fed y_j; reordering the state moves the scores."""
+    m = model()
+    batch = make_batch(SOURCES, TARGETS)
+    ys = torch.tensor([1, 4, 7])
+    state, _ = m.start(batch, 3)
+    _, state = m.step(state, None)
+    scores, _ = m.step(state, m.embed_ids(ys).expand(len(SOURCES), -1, -1))
+    for j, y in enumerate(ys):
+        s1, _ = m.start(batch, 1)
+        _, s1 = m.step(s1, None)
+        alone, _ = m.step(s1, m.embed_ids(y).expand(len(SOURCES), 1, -1))
+        torch.testing.assert_close(scores[:, j], alone[:, 0], rtol=1e-5, atol=1e-6)
+    # reorder: item 0 takes item 2's state -> its next scores are item 2's
+    state, _ = m.start(batch, 3)
+    _, state = m.step(state, None)
+    _, state = m.step(state, m.embed_ids(ys).expand(len(SOURCES), -1, -1))
+    idx = torch.tensor([[2, 1, 0]]).expand(len(SOURCES), -1)
+    prev = m.embed_ids(torch.full((len(SOURCES), 3), 5))
+    a, _ = m.step(state, prev)
+    b, _ = m.step(state.reorder(idx), prev)
+    torch.testing.assert_close(b, a.gather(1, idx[..., None].expand_as(a)))
+
+
+def test_attention_ignores_source_padding():
+    m = model()
+    batch = make_batch(SOURCES, TARGETS)
+    padded = make_batch(SOURCES, TARGETS, extra_src=4)
+    torch.testing.assert_close(teacher_forced(m, padded), teacher_forced(m, batch), rtol=1e-5, atol=1e-6)
+    state, _ = m.start(padded, 2)
+    _, w = m.attend(state.beam[0], state.context)
+    assert torch.all(w[~padded.src_mask[:, None, :].expand_as(w)] == 0)
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
+
+
+def test_a_row_scores_the_same_in_a_batch_and_alone():
+    m = model()
+    batch = make_batch(SOURCES, TARGETS)
+    together = teacher_forced(m, batch)
+    for i, (s, t) in enumerate(zip(SOURCES, TARGETS)):
+        alone = teacher_forced(m, make_batch([s], [t]))
+        n = len(t) + 1
+        torch.testing.assert_close(alone[0, :n], together[i, :n], rtol=1e-5, atol=1e-6)
+
+
+def test_local_reading_is_log_softmax_of_the_global_raw_scores():
+    m = model()
+    batch = make_batch(SOURCES, TARGETS)
+    local = teacher_forced(m, batch)
+    torch.testing.assert_close(local.logsumexp(-1), torch.zeros(local.shape[:2]), rtol=0, atol=1e-5)
+    m.normalisation = "global"
+    raw = teacher_forced(m, batch)
+    assert not torch.allclose(raw.logsumexp(-1), torch.zeros(raw.shape[:2]), atol=1e-2)
+    torch.testing.assert_close(torch.log_softmax(raw, -1), local, rtol=1e-5, atol=1e-6)
+
+
+def test_embed_of_one_hot_is_the_lookup_and_mixes_linearly():
+    m = model()
+    ids = torch.tensor([[1, 9, 0], [3, 3, 8]])
+    torch.testing.assert_close(m.embed(torch.nn.functional.one_hot(ids, N_TGT).float()), m.embed_ids(ids))
+    w = torch.softmax(torch.randn(2, 3, N_TGT), -1)
+    torch.testing.assert_close(m.embed(w), (w[..., None] * m.tgt_embed.weight).sum(-2))
+
+
+def test_gradient_reaches_encoder_attention_and_decoder():
+    m = build_translator(TranslatorConfig(embedding_dim=6, hidden=8, attention_dim=7, dropout=0.1),
+                         N_SRC, N_TGT, eos=EOS).train()
+    batch = make_batch(SOURCES, TARGETS)
+    scores = teacher_forced(m, batch)
+    loss = -(scores.gather(-1, batch.tags[..., None])[..., 0] * batch.mask).sum()
+    loss.backward()
+    for name, p in m.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    assert torch.all(m.src_embed.weight.grad[0] == 0)                    # pad row gets nothing
+
+
+def greedy_decode(m: AttentionTranslator, batch: Batch, max_len: int) -> list[list[int]]:
+    state, _ = m.start(batch, 1)
+    B = batch.words.shape[0]
+    done = torch.zeros(B, dtype=torch.bool)
+    out: list[list[int]] = [[] for _ in range(B)]
+    prev = None
+    for _ in range(max_len):
+        scores, state = m.step(state, prev)
+        tok = scores[:, 0].argmax(-1)
+        for i in range(B):
+            if not done[i]:
+                out[i].append(int(tok[i]))
+        done |= tok == m.eos
+        if bool(done.all()):
+            break
+        prev = m.embed_ids(tok)[:, None]
+    return out
+
+
+def test_overfits_a_reversal_task_and_greedy_decoding_reproduces_it():
+    g = torch.Generator().manual_seed(0)
+    sources = [torch.randint(1, 9, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(20)]
+    targets = [s[::-1] for s in sources]
+    batch = make_batch(sources, targets)
+    m = build_translator(TranslatorConfig(embedding_dim=16, hidden=32, attention_dim=32, dropout=0.0),
+                         N_SRC, N_TGT, eos=EOS, seed=0)
+    opt = torch.optim.Adam(m.parameters(), lr=0.02)
+    torch.manual_seed(0)
+    n_tok = batch.mask.sum()
+    for _ in range(150):
+        opt.zero_grad()
+        m.train()
+        scores = teacher_forced(m, batch)
+        loss = -(scores.gather(-1, batch.tags[..., None])[..., 0] * batch.mask).sum() / n_tok
+        loss.backward()
+        opt.step()
+    m.eval()
+    with torch.no_grad():
+        scores = teacher_forced(m, batch)
+        loss = -(scores.gather(-1, batch.tags[..., None])[..., 0] * batch.mask).sum() / n_tok
+        decoded = greedy_decode(m, batch, batch.decode_mask.shape[1])
+    assert loss.item() < 0.1
+    assert decoded == [t + [EOS] for t in targets]
+
+
+def test_an_all_pad_source_row_is_a_clear_error():
+    m = model()
+    batch = make_batch(SOURCES, TARGETS)
+    batch.words[1] = 0
+    batch.src_mask[1] = False
+    with pytest.raises(ValueError, match=r"source row\(s\) \[1\].*padding"):
+        m.start(batch, 2)
+    ok = make_batch(SOURCES, TARGETS)
+    ok.src_mask[0, 0] = False                                            # a hole before real tokens
+    with pytest.raises(ValueError, match="left-aligned"):
+        m.start(ok, 1)
+    with pytest.raises(ValueError, match="beam size"):
+        m.start(make_batch(SOURCES, TARGETS), 0)
+
+
+def test_decoders_with_eos_on_the_translator_match_enumeration():
+    """The decoders serve the translator: a beam wide enough to keep every hypothesis returns each
+    complete output (ended at its first eos, or at the horizon) with its teacher-forced score."""
+    import itertools
+
+    from components.inference.beam import beam_search, greedy, soft_beam_search
+    V, eos = 3, 2                                   # target: tokens 0, 1 and eos 2
+    m = build_translator(TINY, N_SRC, V, eos=eos, seed=3).double().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(4.0)                             # spread the scores: no near-ties
+    words = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    horizon = torch.tensor([[1, 1, 1], [1, 1, 0]]).bool()
+    batch = Batch(words, words != 0, torch.zeros(2, 3, dtype=torch.long), horizon.clone(), horizon)
+
+    def score(row: int, seq: tuple[int, ...]) -> float:
+        one = Batch(*(getattr(batch, f)[row:row + 1] for f in ("words", "src_mask", "tags", "mask", "decode_mask")))
+        state, _ = m.start(one, 1)
+        prev, total = None, 0.0
+        for y in seq:
+            s, state = m.step(state, prev)
+            total += float(s[0, 0, y])
+            prev = m.embed_ids(torch.tensor([[y]]))
+        return total
+
+    with torch.no_grad():
+        res = beam_search(m, batch, 15)             # 1 + 2 + 4 ended by eos + 8 unfinished within a horizon of 3
+        for row, T in ((0, 3), (1, 2)):
+            outs = [p + (eos,) for n in range(T) for p in itertools.product((0, 1), repeat=n)]
+            outs += list(itertools.product((0, 1), repeat=T))
+            exact = {h: score(row, h) for h in outs}
+            got = {tuple(res.beam_labels[row, i, :int(res.beam_lengths[row, i])].tolist()): float(res.beam_scores[row, i])
+                   for i in range(15) if torch.isfinite(res.beam_scores[row, i])}
+            assert set(got) == set(exact)
+            assert all(got[h] == pytest.approx(exact[h], abs=1e-9) for h in exact)
+        g = greedy(m, batch)
+        soft = soft_beam_search(m, batch, 15, 1e4)
+    assert torch.equal(soft.lengths, res.lengths)
+    for row in range(2):
+        assert soft.labels[row, :int(res.lengths[row])].tolist() == res.labels[row, :int(res.lengths[row])].tolist()
+        assert float(res.score[row]) >= float(g.score[row]) - 1e-9     # the exact best beats greedy

@@ -1,0 +1,365 @@
+import copy
+import re
+from pathlib import Path
+
+import pytest
+
+from components.reports.curves import close
+from components.reports.goyal_2019 import (BUCKETS, DID_NOT_TRAIN, DOES_NOT_HOLD, ENCODERS, HOLDS, INCONCLUSIVE, INITS,
+                                           NOT_RUN, PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLE3_1_MT,
+                                           PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6, ROWS, VERDICTS, examples_section,
+                                           findings, findings_table, length_figure, readme, table1, table_breakdown,
+                                           table_length, table_mt, table_ss, table_tagging, tagging_figure,
+                                           write_report)
+
+SS = ("ce", "ss_greedy", "ss_sample", "dss_fixed_greedy", "dss_fixed_sample", "dss_annealed_greedy",
+      "dss_annealed_sample")
+EXAMPLE_OUTPUT = "In the beginning was the Word, and the Word was with God."
+
+
+def _e(test, dev=None, *, std=0.0, seeds=1, failed=False):
+    return {"dev": test - 1.0 if dev is None else dev, "test": test, "dev_std": std, "test_std": std,
+            "seeds": seeds, "failed": failed}
+
+
+def _logz(stats):
+    return {**{k: stats[k] for k in ("train_mean", "train_var", "dev_mean", "dev_var")}, "dev_score": stats["score"]}
+
+
+def _paper_like():
+    """Our metrics set to the paper's numbers: every claim holds."""
+    paper_tag = {"regular": PAPER_TABLE2, "self_normalised": PAPER_TABLE3}
+    tagging = {
+        "task": "greek_morph_k400", "metric": "accuracy", "n_labels": 401, "top_k_labels": 400, "beam_size": 5,
+        "n_train": 6000, "seeds": 1,
+        "log_z": {e: {i: _logz(PAPER_TABLE1["CCG"][i]) for i in INITS} for e in ENCODERS},
+        "rows": {e: {i: {r: _e(paper_tag[i][e][r]) for r in ROWS} for i in INITS} for e in ENCODERS},
+    }
+    translation = {
+        "metric": "bleu", "beam_size": 3, "src_vocab": 8000, "tgt_vocab": 6000, "n_train": 7000,
+        "filtered": {"too_long": 12, "max_len": 50, "kept_books": ["MAT", "MRK"]},
+        "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0",
+        "log_z": {i: _logz(PAPER_TABLE1["MT"][i]) for i in INITS},
+        "rows": {i: {r: _e(PAPER_TABLE4[i][r]) for r in ROWS} for i in INITS},
+        "ss": {v: _e(PAPER_TABLE3_1_MT[v]["test"], PAPER_TABLE3_1_MT[v]["dev"]) for v in SS},
+        "breakdown": {r: {"bleu": 20.0 + k, "precisions": list(PAPER_TABLE5[r]["precisions"]), "bp": 0.95,
+                          "ratio": PAPER_TABLE5[r]["ratio"]}
+                      for k, r in enumerate(("pretrain_beam", "local", "global"))},
+        "by_length": {r: dict(PAPER_TABLE6[r]) for r in ("pretrain_beam", "local", "global")}
+                     | {"pretrain_greedy": {"0-20": 20.0, "20-30": 18.0, "30-40": None, "40+": None}},
+        "examples": [{"verse_id": "JHN 1:1", "source": "Ἐν ἀρχῇ ἦν ὁ λόγος, καὶ ὁ λόγος ἦν πρὸς τὸν θεόν",
+                      "reference": "In the beginning was the Word, and the Word was with God",
+                      "systems": {"self_normalised/global": EXAMPLE_OUTPUT,
+                                  "self_normalised/local": "In the beginning was the word | with God.",
+                                  "regular/pretrain_beam": "In beginning was word."}}],
+    }
+    return {"tagging": tagging, "translation": translation}
+
+
+def _row(rows, prefix, task_part=""):
+    hits = [r for r in rows if r["claim"].startswith(prefix) and task_part in r["task"]]
+    assert len(hits) == 1, (prefix, task_part, [r["task"] for r in hits])
+    return hits[0]
+
+
+def _verdict(metrics, prefix, task_part=""):
+    return _row(findings(metrics), prefix, task_part)["verdict"]
+
+
+def _cells(line):
+    """Cells of a Markdown table row, ignoring escaped pipes."""
+    return len(re.split(r"(?<!\\)\|", line.strip())) - 2
+
+
+def _assert_well_formed(md):
+    block = []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            counts = {_cells(b) for b in block}
+            assert len(counts) == 1, block
+            assert re.fullmatch(r"\|(---\|)+", block[1]), block[1]
+            block = []
+
+
+# ---------------------------------------------------------------------------------------------
+# the paper's numbers
+def test_paper_tables_parse_to_the_papers_numbers():
+    assert PAPER_TABLE1["CCG"]["regular"] == {"train_mean": 21.08, "train_var": 9.57, "dev_mean": 21.96,
+                                              "dev_var": 9.18, "score": 93.3}
+    assert PAPER_TABLE1["CCG"]["self_normalised"]["dev_var"] == 0.08
+    assert PAPER_TABLE1["MT"]["regular"]["train_var"] == 115.4 and PAPER_TABLE1["MT"]["regular"]["dev_var"] == 129.1
+    assert PAPER_TABLE1["MT"]["self_normalised"] == {"train_mean": 0.65, "train_var": 0.18, "dev_mean": 0.7,
+                                                     "dev_var": 0.29, "score": 26.63}
+    assert PAPER_TABLE2["lstm"] == {"pretrain_greedy": 76.54, "pretrain_beam": 77.76, "local": 83.9, "global": 83.93}
+    assert PAPER_TABLE2["blstm"] == {"pretrain_greedy": 92.59, "pretrain_beam": 93.29, "local": 93.76, "global": 93.73}
+    assert PAPER_TABLE3["lstm"]["global"] == 85.50 and PAPER_TABLE3["lstm"]["local"] == 83.35
+    assert PAPER_TABLE3["blstm"]["pretrain_greedy"] == 91.23 and PAPER_TABLE3["blstm"]["global"] == 92.63
+    assert PAPER_TABLE4["regular"] == {"pretrain_greedy": 26.24, "pretrain_beam": 27.62, "local": 29.28,
+                                       "global": 26.24}
+    assert PAPER_TABLE4["self_normalised"] == {"pretrain_greedy": 25.42, "pretrain_beam": 26.63, "local": 27.71,
+                                               "global": 29.27}
+    # Table 1's scores are Table 4's pretrain-beam scores (the paper's text: "27.62 ... with beam search")
+    assert PAPER_TABLE1["MT"]["regular"]["score"] == PAPER_TABLE4["regular"]["pretrain_beam"]
+    assert PAPER_TABLE5["global"] == {"precisions": [65.0, 39.1, 23.2, 14.7], "ratio": 0.959}
+    assert PAPER_TABLE5["local"]["ratio"] == 0.918 and PAPER_TABLE5["pretrain_beam"]["precisions"][0] == 63.5
+    assert PAPER_TABLE6["pretrain_beam"] == dict(zip(BUCKETS, [29.36, 25.73, 24.71, 24.50]))
+    assert PAPER_TABLE6["local"]["40+"] == 25.2 and PAPER_TABLE6["global"]["0-20"] == 33.21
+    assert PAPER_TABLE3_1_MT["ce"] == {"dev": 20.35, "test": 19.11}
+    assert PAPER_TABLE3_1_MT["dss_annealed_sample"] == {"dev": 21.36, "test": 20.60}
+    assert set(PAPER_TABLE3_1_MT) == set(SS)
+
+
+def test_every_claim_holds_in_the_paper_and_on_paper_like_numbers():
+    rows = findings(_paper_like())
+    assert len(rows) == 12
+    assert all(set(r) == {"claim", "task", "paper", "ours", "verdict"} for r in rows)
+    assert [r["verdict"] for r in rows] == [HOLDS] * 12
+    assert not any("in the paper)" in r["paper"] for r in rows)     # the paper passes its own claims
+    c2 = _row(rows, "(2)")
+    # the paper's text: the regular-init local model closes 46% of the gap, the SN global one 68% (of its own)
+    assert "regular global 46%" in c2["paper"] and "SN global 68%" in c2["paper"] and "56%" in c2["paper"]
+    assert "76.54" in _row(rows, "(1)")["paper"] and "92.59" in _row(rows, "(1)")["paper"]
+    assert "29.27" in _row(rows, "(6)")["paper"] and "0.959" in _row(rows, "(8)")["paper"]
+
+
+# ---------------------------------------------------------------------------------------------
+# each verdict flips
+def _set(m, path, value):
+    d = m
+    for p in path[:-1]:
+        d = d[p]
+    d[path[-1]] = value
+
+
+FLIPS = [
+    ("(1)", "", [(("tagging", "rows", "lstm", "regular", "pretrain_greedy"), _e(91.0))]),
+    ("(2)", "", [(("tagging", "rows", "lstm", i, r), _e(80.0)) for i in INITS for r in ("local", "global")]),
+    ("(3)", "", [(("tagging", "rows", "lstm", "self_normalised", "global"), _e(83.0))]),
+    ("(4)", "greek", [(("tagging", "rows", "blstm", "self_normalised", "local"), _e(91.0))]),
+    ("(4)", "translation", [(("translation", "rows", "regular", "local"), _e(27.0))]),
+    ("(5)", "", [(("translation", "rows", "regular", "global"), _e(28.0))]),
+    ("(6)", "", [(("translation", "rows", "self_normalised", "global"), _e(27.0))]),
+    ("(7)", "unidirectional", [(("tagging", "log_z", "lstm", "self_normalised", "dev_mean"), 10.0)]),
+    ("(7)", "bidirectional", [(("tagging", "log_z", "blstm", "self_normalised", "train_var"), 50.0)]),
+    ("(7)", "translation", [(("translation", "log_z", "self_normalised", "dev_score"), 20.0)]),
+    ("(8)", "", [(("translation", "breakdown", "global", "ratio"), 0.9)]),
+    ("(9)", "", [(("translation", "ss", v), _e(19.0, 22.0)) for v in SS[3:]]),
+]
+
+
+@pytest.mark.parametrize("prefix,task,changes", FLIPS, ids=[f"{p}{t}" for p, t, _ in FLIPS])
+def test_each_claim_flips(prefix, task, changes):
+    m = _paper_like()
+    assert _verdict(m, prefix, task) == HOLDS
+    for path, value in changes:
+        _set(m, path, value)
+    rows = findings(m)
+    assert _row(rows, prefix, task)["verdict"] == DOES_NOT_HOLD
+    # the change touches only its own claim (and claims that share the same numbers)
+    assert sum(r["verdict"] == DOES_NOT_HOLD for r in rows) <= 2
+
+
+def test_claim_thresholds_are_from_the_numbers():
+    m = _paper_like()
+    _set(m, ("tagging", "rows", "lstm", "regular", "pretrain_greedy"), _e(89.0))     # gap 3.59 ≥ 3
+    assert _verdict(m, "(1)") == HOLDS
+    # a small cost: SN dev score 1.5 below CE holds, 2.5 below does not
+    _set(m, ("translation", "log_z", "self_normalised", "dev_score"), 27.62 - 1.5)
+    assert _verdict(m, "(7)", "translation") == HOLDS
+    _set(m, ("translation", "log_z", "self_normalised", "dev_score"), 27.62 - 2.5)
+    r7 = _row(findings(m), "(7)", "translation")
+    assert r7["verdict"] == DOES_NOT_HOLD and "cost not small" in r7["ours"]
+    # claim 2: reports the fraction of the gap closed
+    m = _paper_like()
+    for i in INITS:
+        _set(m, ("tagging", "rows", "lstm", i, "global"), _e(80.0))
+        _set(m, ("tagging", "rows", "lstm", i, "local"), _e(80.0))
+    _set(m, ("tagging", "rows", "lstm", "regular", "local"), _e(84.6))                 # 50.2% of 16.05
+    c2 = _row(findings(m), "(2)")
+    assert c2["verdict"] == HOLDS and "= 50%" in c2["ours"] and "uni local (regular) 84.60" in c2["ours"]
+    # claim 8: global must beat local on the ratio and on the 3- and 4-gram precisions
+    m = _paper_like()
+    m["translation"]["breakdown"]["global"]["precisions"][3] = 13.0
+    assert _verdict(m, "(8)") == DOES_NOT_HOLD
+
+
+# ---------------------------------------------------------------------------------------------
+# noise
+def test_within_noise_is_inconclusive():
+    m = _paper_like()
+    for r in ("global", "local", "pretrain_beam"):
+        m["translation"]["rows"]["self_normalised"][r].update(seeds=3, test_std=1.0)
+    _set(m, ("translation", "rows", "self_normalised", "global"), _e(27.9, std=1.0, seeds=3))
+    row = _row(findings(m), "(6)")               # global − local = +0.19 ≤ 1.0; global − beam = +1.27 > 1.0
+    assert row["verdict"] == INCONCLUSIVE and "within noise" in row["ours"] and "± 1.00" in row["ours"]
+    # the sign against the claim, still within noise: inconclusive, not "does not hold"
+    _set(m, ("translation", "rows", "self_normalised", "global"), _e(27.5, std=1.0, seeds=3))
+    assert _verdict(m, "(6)") == INCONCLUSIVE
+    # outside the noise again
+    _set(m, ("translation", "rows", "self_normalised", "global"), _e(25.0, std=1.0, seeds=3))
+    assert _verdict(m, "(6)") == DOES_NOT_HOLD
+    # a std recorded with one seed is not a std
+    for r in ("global", "local", "pretrain_beam"):
+        m["translation"]["rows"]["self_normalised"][r].update(seeds=1)
+    _set(m, ("translation", "rows", "self_normalised", "global"), _e(27.9, std=1.0, seeds=1))
+    assert _verdict(m, "(6)") == HOLDS
+
+
+def test_within_noise_for_threshold_and_difference_claims():
+    m = _paper_like()
+    _set(m, ("tagging", "rows", "lstm", "regular", "pretrain_greedy"), _e(88.5, std=2.0, seeds=3))
+    _set(m, ("tagging", "rows", "blstm", "regular", "pretrain_greedy"), _e(92.59, std=2.0, seeds=3))
+    assert _verdict(m, "(1)") == INCONCLUSIVE               # gap 4.09: 1.09 above the 3-point bar, std 2
+    m = _paper_like()
+    for i in INITS:
+        for r in ("global", "local"):
+            m["tagging"]["rows"]["lstm"][i][r].update(seeds=5, test_std=2.5)
+    assert _verdict(m, "(3)") == INCONCLUSIVE               # SN global − local = +2.15 ≤ std 2.5
+    m = _paper_like()
+    for v in SS:
+        m["translation"]["ss"][v].update(seeds=3, test_std=2.0)
+    assert _verdict(m, "(9)") == INCONCLUSIVE
+
+
+# ---------------------------------------------------------------------------------------------
+# missing and failed
+def test_missing_sections_are_not_run_without_crashing():
+    m = _paper_like()
+    del m["translation"]
+    rows = findings(m)
+    tag = [r for r in rows if r["task"] != "translation"]
+    mt = [r for r in rows if r["task"] == "translation"]
+    assert [r["verdict"] for r in tag] == [HOLDS] * 6 and [r["verdict"] for r in mt] == [NOT_RUN] * 6
+    assert all("translation not run" in r["ours"] for r in mt if not r["claim"].startswith("(7)"))
+    assert "not run" in table_mt(m) and "not run" in table_ss(m) and "not run" in table_breakdown(m)
+    assert "not run" in table_length(m) and "not run" in examples_section(m)
+    m = _paper_like()
+    del m["tagging"]
+    assert {r["verdict"] for r in findings(m) if r["task"] != "translation"} == {NOT_RUN}
+    assert "Tagging: not run" in table_tagging(m, "regular") and "Tagging: not run" in table1(m)
+    rows = findings({})
+    assert {r["verdict"] for r in rows} == {NOT_RUN} and len(rows) == 12
+    md = readme({})
+    assert "Tagging: not run." in md and "Translation: not run." in md
+    _assert_well_formed(md)
+    with pytest.raises(ValueError):
+        findings([1, 2])
+
+
+def test_missing_and_failed_rows():
+    m = _paper_like()
+    del m["translation"]["rows"]["self_normalised"]["local"]
+    r6 = _row(findings(m), "(6)")
+    assert r6["verdict"] == NOT_RUN and "local (SN) not run" in r6["ours"]
+    m["translation"]["rows"]["self_normalised"]["global"]["failed"] = True
+    m["translation"]["rows"]["self_normalised"]["global"]["failure"] = "loss diverged"
+    rows = findings(m)
+    assert _row(rows, "(6)")["verdict"] == DID_NOT_TRAIN
+    assert "global (SN) did not train (loss diverged)" in _row(rows, "(6)")["ours"]
+    assert _row(rows, "(8)")["verdict"] == DID_NOT_TRAIN
+    # claim 4 is tested on the pairs that ran; the rest are listed
+    c4 = _row(rows, "(4)", "translation")
+    assert c4["verdict"] == HOLDS and "holds for 1/1" in c4["ours"] and "untested" in c4["ours"]
+    del m["translation"]["rows"]["regular"]["local"]
+    assert _row(findings(m), "(4)", "translation")["verdict"] == NOT_RUN
+    # claim 2 needs only one usable search-aware row
+    m = _paper_like()
+    for i in INITS:
+        for r in ("local", "global"):
+            m["tagging"]["rows"]["lstm"][i][r]["failed"] = True
+    assert _verdict(m, "(2)") == DID_NOT_TRAIN
+    m["tagging"]["rows"]["lstm"]["regular"]["local"]["failed"] = False
+    c2 = _row(findings(m), "(2)")
+    assert c2["verdict"] == DOES_NOT_HOLD and "46%" in c2["ours"]          # 83.90: 46% of the gap
+    # log Z missing: not run
+    m = _paper_like()
+    del m["tagging"]["log_z"]["blstm"]
+    assert _verdict(m, "(7)", "bidirectional") == NOT_RUN and _verdict(m, "(7)", "unidirectional") == HOLDS
+    # no Bengio variant
+    m = _paper_like()
+    del m["translation"]["ss"]["ss_greedy"], m["translation"]["ss"]["ss_sample"]
+    r9 = _row(findings(m), "(9)")
+    assert r9["verdict"] == NOT_RUN and "no usable Bengio variant" in r9["ours"]
+    assert all(r["verdict"] in VERDICTS for r in findings(m))
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+def test_tagging_and_mt_tables():
+    m = _paper_like()
+    m["tagging"]["rows"]["lstm"]["regular"]["local"] = _e(84.0, std=0.31, seeds=3)
+    m["tagging"]["rows"]["blstm"]["regular"]["global"]["failed"] = True
+    del m["tagging"]["rows"]["blstm"]["regular"]["pretrain_beam"]
+    md = table_tagging(m, "regular")
+    assert "| locally normalized | `local` | 83.00 ± 0.31 | 84.00 ± 0.31 (83.90) | 92.76 | 93.76 (93.76) |" in md
+    assert "| pretrain-beam | `pretrain_beam` | 76.76 | 77.76 (77.76) | — | — (93.29) |" in md
+    assert "93.73 ✗ (93.73)" in md and "Not run: bidirectional / pretrain-beam" in md and "Table 2" in md
+    sn = table_tagging(m, "self_normalised")
+    assert "85.50 (85.50)" in sn and "Table 3" in sn
+    with pytest.raises(KeyError):
+        table_tagging(m, "other")
+    mt = table_mt(m)
+    assert "| globally normalized | `global` | 25.24 | 26.24 (26.24) | 28.27 | 29.27 (29.27) |" in mt
+    ss = table_ss(m)
+    assert "| α-soft annealed, sample | `dss_annealed_sample` | 21.36 (21.36) | 20.60 (20.60) |" in ss
+    t1 = table1(m)
+    assert ("| translation | CE | 24.70 (24.70) | 115.40 (115.40) | 25.80 (25.80) | 129.10 (129.10) | "
+            "27.62 (27.62) |") in t1
+    assert "greek_morph_k400 (unidirectional) | L2 (self-normalised) | 0.60 (0.60)" in t1
+    bd = table_breakdown(m)
+    assert ("| globally normalized | 22.00 | 65.00 (65.0) | 39.10 (39.1) | 23.20 (23.2) | 14.70 (14.7) | 0.950 | "
+            "0.959 (0.959) |") in bd
+    ln = table_length(m)
+    assert "| pretrain-greedy | 20.00 (–) | 18.00 (–) | – (–) | – (–) |" in ln
+    assert "| globally normalized | 33.21 (33.21) | 28.08 (28.08) | 26.75 (26.75) | 26.41 (26.41) |" in ln
+    for t in (md, sn, mt, ss, t1, bd, ln, findings_table(findings(m)), examples_section(m)):
+        _assert_well_formed(t)
+
+
+def test_examples_section_escapes_pipes():
+    md = examples_section(_paper_like())
+    assert "### JHN 1:1" in md and EXAMPLE_OUTPUT in md and "word \\| with God" in md
+    assert "globally normalized, self-normalised init (`self_normalised/global`)" in md
+    _assert_well_formed(md)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures and report
+def test_figures_draw_with_and_without_data():
+    fig = tagging_figure(_paper_like())
+    try:
+        assert len(fig.axes[0].patches) == len(ROWS) * 4
+    finally:
+        close(fig)
+    for make in (tagging_figure, length_figure):
+        close(make({}))
+    fig = length_figure(_paper_like())
+    try:
+        assert len(fig.axes[0].lines) == 4 + 3                # ours: 4 rows; paper: 3
+    finally:
+        close(fig)
+
+
+def test_write_report(tmp_path: Path):
+    m = _paper_like()
+    m["translation"]["rows"]["regular"]["global"] = _e(28.0)          # claim 5 no longer holds
+    out = write_report(m, tmp_path / "report")
+    assert set(out) == {"README.md", "tables_2_3.png", "table_6.png"}
+    for p in map(Path, out.values()):
+        assert p.exists() and p.stat().st_size > 0 and p.parent == tmp_path / "report"
+    assert Path(out["tables_2_3.png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in (tmp_path / "report").iterdir() if p.name.endswith(".tmp")]
+    md = Path(out["README.md"]).read_text()
+    for heading in ("## Setup", "## What the rows are", "## Table 1", "## Table 2", "## Table 3", "## Table 4",
+                    "## Thesis Table 3.1", "## Table 5", "## Table 6", "## Findings", "## Example translations"):
+        assert heading in md
+    assert "| claim | task | paper | ours | verdict |" in md
+    assert "**holds**" in md and "**does not hold**" in md
+    assert EXAMPLE_OUTPUT in md and "![" in md and "(tables_2_3.png)" in md and "(table_6.png)" in md
+    assert "nrefs:1" in md and "kept_books: MAT, MRK" in md and "beam size 5 (paper: 5)" in md
+    assert "patterns" in md
+    _assert_well_formed(md)
+    assert readme(copy.deepcopy(m)) == md
