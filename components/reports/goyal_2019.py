@@ -287,14 +287,17 @@ def table_tagging(metrics: Mapping[str, Any], init: str) -> str:
     notes = [f"Accuracy (%), {INIT_LABEL[init]}. Test cells: ours (the paper's {which}, CCG supertagging test "
              "accuracy); dev cells: ours only (the paper reports one number per cell). Ours: mean over seeds "
              "± std when seeds > 1; —: not run; ✗: did not train."]
-    if tag is None:
-        notes.append("Tagging: not run (no `tagging` section in the metrics).")
-    else:
-        missing = [k for k, v in entries.items() if not isinstance(v, Mapping)]
-        if missing:
-            notes.append("Not run: " + ", ".join(missing) + ".")
-        notes += _failed_notes(entries)
+    notes += _status_notes(tag, "Tagging: not run (no `tagging` section in the metrics).", entries)
     return _md_table(head, rows) + "\n" + "\n\n".join(notes) + "\n"
+
+
+def _status_notes(section: Mapping[str, Any] | None, absent: str, entries: Mapping[str, Any]) -> list[str]:
+    """Notes on what did not run (the whole ``section``: ``absent``; else the missing entries) and
+    what did not train."""
+    if section is None:
+        return [absent]
+    missing = [k for k, v in entries.items() if not isinstance(v, Mapping)]
+    return (["Not run: " + ", ".join(missing) + "."] if missing else []) + _failed_notes(entries)
 
 
 def table_mt(metrics: Mapping[str, Any]) -> str:
@@ -312,13 +315,7 @@ def table_mt(metrics: Mapping[str, Any]) -> str:
     head = ["row", "key", *[f"{INIT_LABEL[i]} {s}" for i in INITS for s in SPLITS]]
     notes = ["BLEU (detokenised sacreBLEU). Test cells: ours (the paper's Table 4, IWSLT'14 De→En test BLEU); "
              "dev cells: ours only. Ours: mean over seeds ± std when seeds > 1; —: not run; ✗: did not train."]
-    if mt is None:
-        notes.append("Translation: not run (no `translation` section in the metrics).")
-    else:
-        missing = [k for k, v in entries.items() if not isinstance(v, Mapping)]
-        if missing:
-            notes.append("Not run: " + ", ".join(missing) + ".")
-        notes += _failed_notes(entries)
+    notes += _status_notes(mt, "Translation: not run (no `translation` section in the metrics).", entries)
     return _md_table(head, rows) + "\n" + "\n\n".join(notes) + "\n"
 
 
@@ -335,13 +332,7 @@ def table_ss(metrics: Mapping[str, Any]) -> str:
     notes = ["BLEU, all decoded greedily. Cells: ours (the thesis's Table 3.1 MT column, IWSLT'14 De→En). Ours: "
              "mean over seeds ± std when seeds > 1; the thesis reports the random restart with the best dev "
              "score. —: not run; ✗: did not train."]
-    if mt is None:
-        notes.append("Translation: not run (no `translation` section in the metrics).")
-    else:
-        missing = [k for k, v in entries.items() if not isinstance(v, Mapping)]
-        if missing:
-            notes.append("Not run: " + ", ".join(missing) + ".")
-        notes += _failed_notes(entries)
+    notes += _status_notes(mt, "Translation: not run (no `translation` section in the metrics).", entries)
     return _md_table(["training procedure", "variant", "dev", "test"], rows) + "\n" + "\n\n".join(notes) + "\n"
 
 

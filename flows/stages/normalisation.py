@@ -56,7 +56,8 @@ from components.training import OBJECTIVES
 from components.training.loop import TrainConfig, fit
 from components.training.normalisation import log_z_stats
 from flows.stages.common import StageContext, main
-from flows.sweeps import SweepConfig, copy_checkpoint, epoch_bar, run_sweep
+from flows.sweeps import copy_checkpoint, epoch_bar
+from flows.tuning import check_space, objective_config, run_grid, suggest
 
 INITS = ("regular", "self_normalised")
 NORMALISATIONS = ("local", "global")
@@ -135,8 +136,8 @@ def load_config(params: dict[str, Any]) -> NormalisationConfig:
     if s.objective not in OBJECTIVES or OBJECTIVES[s.objective].meta.get("feed") != "soft beam":
         beams = [n for n, e in OBJECTIVES.items() if e.meta.get("feed") == "soft beam"]
         raise ConfigError(f"{where}.search.objective: {s.objective!r} is not a relaxed-beam objective; one of {beams}")
-    _check_space(s.space, f"{where}.search.space", lambda v, w: _objective_config(s.objective, s.config, v, w))
-    _objective_config(s.objective, s.config, {}, f"{where}.search.config")
+    check_space(s.space, f"{where}.search.space", lambda v, w: objective_config(s.objective, s.config, v, w))
+    objective_config(s.objective, s.config, {}, f"{where}.search.config")
     t = cfg.tagging
     bad = [e for e in t.encoders if e not in ("lstm", "blstm")]
     if bad or not t.encoders:
@@ -145,7 +146,7 @@ def load_config(params: dict[str, Any]) -> NormalisationConfig:
         if p.beam_size < 1:
             raise ConfigError(f"{where}.{part}.beam_size must be >= 1, got {p.beam_size}")
         OBJECTIVES.config("self_normalised_ce", {"lam": p.lam}, where=f"{where}.{part}.lam")
-        _check_space(p.space, f"{where}.{part}.space", None)
+        check_space(p.space, f"{where}.{part}.space", None)
     ss = {}
     for name, v in cfg.translation.ss.items():
         w = f"{where}.translation.ss.{name}"
@@ -158,57 +159,6 @@ def load_config(params: dict[str, Any]) -> NormalisationConfig:
     if "ce" in ss or any(n in INITS for n in ss):
         raise ConfigError(f"{where}.translation.ss: names 'ce', {INITS} are reserved")
     return dataclasses.replace(cfg, translation=dataclasses.replace(cfg.translation, ss=ss))
-
-
-def _check_space(space: dict[str, dict[str, Any]], where: str, check_config) -> None:
-    for key, spec in space.items():
-        if key != "lr" and not (key.startswith("config.") and check_config is not None):
-            raise ConfigError(f"{where}: key {key!r} must be 'lr'" + (" or 'config.<key>'" if check_config else ""))
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        if kind == "choice":
-            values = spec.get("values")
-            if not values:
-                raise ConfigError(f"{where}.{key}: choice needs a non-empty 'values'")
-        elif kind in ("loguniform", "uniform"):
-            try:
-                low, high = float(spec["low"]), float(spec["high"])
-            except KeyError as e:
-                raise ConfigError(f"{where}.{key}: {kind} needs {e.args[0]!r}") from None
-            if not low < high or (kind == "loguniform" and low <= 0):
-                raise ConfigError(f"{where}.{key}: need 0 < low < high for loguniform, low < high for uniform; got {spec}")
-            values = [low, high]
-        else:
-            raise ConfigError(f"{where}.{key}: type {kind!r} is not one of choice, loguniform, uniform")
-        if key == "lr":
-            if any(float(v) <= 0 for v in values):
-                raise ConfigError(f"{where}.lr: learning rates must be > 0, got {values}")
-        else:
-            for value in values:
-                check_config({key: value}, f"{where}.{key}")
-
-
-def _objective_config(objective: str, base: dict[str, Any], values: dict[str, Any], where: str):
-    """``objective``'s config: ``base`` with the ``config.``-prefixed ``values`` applied (strict)."""
-    cfg = json.loads(json.dumps(base))
-    for key, value in values.items():
-        if not key.startswith("config."):
-            continue
-        cur = cfg
-        parts = key.split(".")[1:]
-        for p in parts[:-1]:
-            cur = cur.setdefault(p, {})
-        cur[parts[-1]] = value
-    return OBJECTIVES.config(objective, cfg, where=where)
-
-
-def _suggest(trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for key, spec in space.items():
-        if spec["type"] == "choice":
-            out[key] = trial.suggest_categorical(key, list(spec["values"]))
-        else:
-            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=spec["type"] == "loguniform")
-    return out
 
 
 # -- the two parts: what differs between tagging and translation -----------------------------------
@@ -330,7 +280,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
 
     def train(values: dict[str, Any], on_epoch=None, on_batch=None):
         torch.manual_seed(seed)
-        obj_cfg = _objective_config(objective_name, base_obj, values, where=f"normalisation.{grid}.{row}")
+        obj_cfg = objective_config(objective_name, base_obj, values, where=f"normalisation.{grid}.{row}")
         if hasattr(obj_cfg, "k"):
             obj_cfg = dataclasses.replace(obj_cfg, k=k)
         objective = OBJECTIVES.build(objective_name, obj_cfg, updates_per_epoch=n_batches, seed=seed)
@@ -350,7 +300,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     t_start = time.perf_counter()
     for i in range(n_trials):
         ot = study.ask()
-        values = _suggest(ot, space)
+        values = suggest(ot, space)
         so_far = best.get("score", -math.inf)
         model, state, obj_cfg = train(values, on_epoch=lambda s, r, i=i, b=so_far: tune.report(
             {"optuna_trial": float(i), "epoch": r["epoch"], "dev_score": r["dev_score"], "train_loss": r["train_loss"],
@@ -413,22 +363,6 @@ def _grids(cfg: NormalisationConfig) -> tuple[list[dict[str, Any]], list[dict[st
         search += [{"grid": "search", "part": part, "encoder": enc, "row": init, "normalisation": n, "seed": s}
                    for init in INITS for n in NORMALISATIONS for s in cfg.seeds]
     return pre, search
-
-
-def _sweep(ctx: StageContext, params: dict[str, Any], cfg: NormalisationConfig, name: str, grid: list[dict[str, Any]]):
-    from ray import tune
-    trainable = tune.with_parameters(trial, params=params, root=str(ctx.root))
-    sweep_cfg = SweepConfig(num_samples=1, max_concurrent=cfg.max_concurrent, metric="best_dev_score", mode="max",
-                            resources=cfg.resources, max_failures=0)
-    with ctx.tracker.start_run(f"sweep/{name}", parent_run_id=ctx.run_id, tags={"stage": ctx.stage}) as parent:
-        res = run_sweep(trainable, name=f"{ctx.stage}-{name}", cfg=sweep_cfg, params=params, seed=ctx.base.seed,
-                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.path(".ray_results"),
-                        tags={"stage": ctx.stage}, grid=grid)
-    failed = [t for t in res.trials if t["error"] or "best_dev_score" not in t["metrics"]]
-    if failed:
-        raise RuntimeError(f"normalisation {name}: {len(failed)} trial(s) did not finish: "
-                           + "; ".join(f"{t['config'].get('run')}: {t['error'] or 'no final report'}" for t in failed))
-    return [{"run": t["config"]["run"], "metrics": t["metrics"], "checkpoint": t.get("checkpoint")} for t in res.trials]
 
 
 def _summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -501,12 +435,13 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     if cfg.translation.enabled:                       # the subword vocabularies, once, before the trials
         mt = load_translation_task(prepared / "greek_english", vocab_dir(models), cfg.translation.data, seed=ctx.base.seed)
     pre_grid, search_grid = _grids(cfg)
-    pre = _sweep(ctx, params, cfg, "pretrain", pre_grid)
+    pre = run_grid(ctx, params, trial, "pretrain", pre_grid, max_concurrent=cfg.max_concurrent, resources=cfg.resources)
     for r in pre:
         if r["run"]["row"] in INITS:
             run_ = r["run"]
             copy_checkpoint(Path(r["checkpoint"]), _warm(models, run_["part"], run_["encoder"], run_["row"], run_["seed"]))
-    search = _sweep(ctx, params, cfg, "search", search_grid)
+    search = run_grid(ctx, params, trial, "search", search_grid, max_concurrent=cfg.max_concurrent,
+                      resources=cfg.resources)
 
     metrics: dict[str, Any] = {}
     curves: dict[str, dict[str, Any]] = {"tagging": {}, "translation": {}}
@@ -543,6 +478,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             by_length[row] = {k_: v["bleu"] for k_, v in
                               bleu_by_source_length(h, refs_dev, list(mt.dev.src_lengths)).items()}
         signature = corpus_bleu(hyps("regular/pretrain_beam", "test"), mt.test.references).signature
+        ctx.tracker.log_params({"translation.bleu_signature": signature, "translation.src_vocab": len(mt.src_vocab),
+                                "translation.tgt_vocab": len(mt.tgt_vocab)})
         n_ex = min(cfg.translation.examples, len(mt.test))
         picks = np.random.default_rng(ctx.base.seed).choice(len(mt.test), size=n_ex, replace=False) if n_ex else []
         examples = [{"verse_id": mt.test.verse_ids[i], "source": mt.test.sources[i], "reference": mt.test.references[i],

@@ -43,7 +43,8 @@ def _tiny(params):
     m["model"].update(embedding_dim=8, hidden=8, attention_dim=8)
     m["optim"].update(epochs=1, batch_size=8)
     m["finetune"].update(epochs=1, batch_size=8)
-    m["ss"] = {k: v for k, v in m["ss"].items() if k in ("ss_greedy", "dss_annealed_sample")}
+    m["ss"] = {"ss_greedy": {"objective": "scheduled_sampling", "config": {"feed": "greedy", "decay_k": 10}},
+               "dss_annealed_sample": m["ss"]["dss_annealed_sample"]}
     return params
 
 
