@@ -9,7 +9,8 @@ Input: the ``normalisation`` stage's metrics (``metrics/normalisation.json``)::
 
     {"tagging": {"task", "metric": "accuracy" (percent), "n_labels", "top_k_labels", "beam_size", "n_train",
                  "seeds",
-                 "log_z": {encoder: {init: {"train_mean", "train_var", "dev_mean", "dev_var", "dev_score"}}},
+                 "log_z": {encoder: {init: {"train_mean", "train_var", "dev_mean", "dev_var", "dev_score",
+                                             "failed" (optional: the model did not train)}}},
                  "rows": {encoder: {init: {row: {"dev", "test", "dev_std", "test_std", "seeds", "failed"}}}}},
      "translation": {"metric": "bleu", "beam_size", "src_vocab", "tgt_vocab", "n_train", "filtered", "signature",
                      "log_z": {init: {...as above}},
@@ -500,6 +501,8 @@ class _Ours:
             stats["score"] = _finite(_get(lz, init, "dev_score"))
             if any(v is None for v in stats.values()):
                 return None, f"log Z of the {INIT_TABLE1[init]} model not recorded"
+            if _get(lz, init, "failed"):
+                return None, f"the {INIT_TABLE1[init]} model did not train"
             out[init] = stats
         return out, ""
 
@@ -673,7 +676,7 @@ def _claim6(src: _Source) -> _Result:
 def _claim7(src: _Source, key: tuple[str, ...]) -> _Result:
     lz, why = src.log_z(key)
     if lz is None:
-        return NOT_RUN, why
+        return (DID_NOT_TRAIN if why.endswith("did not train") else NOT_RUN), why
     ce, sn = lz["regular"], lz["self_normalised"]
     fails, parts = [], []
     for split in ("train", "dev"):

@@ -104,6 +104,7 @@ class TranslationPart:
     space: dict[str, dict[str, Any]] = field(default_factory=dict)
     examples: int = 6
     ss: dict[str, SSVariant] = field(default_factory=dict)
+    min_bleu: float = 5.0             # a row below this dev BLEU is marked "did not train" (no verdicts on noise)
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     model = build()
     model.load_state_dict(best["weights"])
     model.eval()
-    decodings = ("greedy", "beam") if grid == "pretrain" else ("beam", "soft_beam")
+    decodings = ("greedy", "beam") if grid == "pretrain" else ("soft_beam",)
     alpha = best["alpha"] or cfg.decode_alpha
     scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
     outputs: dict[str, dict[str, list[str]]] = {"dev": {}, "test": {}}
@@ -365,13 +366,16 @@ def _grids(cfg: NormalisationConfig) -> tuple[list[dict[str, Any]], list[dict[st
     return pre, search
 
 
-def _summary(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """Mean / std over seeds of metric ``split_decoding`` for dev and test."""
+def _summary(runs: list[dict[str, Any]], key: str, floor: float = 0.0) -> dict[str, Any]:
+    """Mean / std over seeds of metric ``split_decoding`` for dev and test; ``failed`` when the dev
+    score is at most ``floor`` (a model that did not learn enough for its numbers to mean anything)."""
     out: dict[str, Any] = {"seeds": len(runs)}
     for split in ("dev", "test"):
         vals = [r["metrics"][f"{split}_{key}"] for r in runs]
         out[split], out[f"{split}_std"] = float(np.mean(vals)), float(np.std(vals))
-    out["failed"] = bool(out["dev"] <= 0.0)
+    out["failed"] = bool(out["dev"] <= floor)
+    out["failure"] = (f"dev score {out['dev']:.2f} is below {floor:g}: the model did not learn enough to compare"
+                      if out["failed"] else "")
     return out
 
 
@@ -379,10 +383,11 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return runs[int(np.argmax([r["metrics"]["best_dev_score"] for r in runs]))]
 
 
-def _log_z(runs: list[dict[str, Any]]) -> dict[str, float]:
+def _log_z(runs: list[dict[str, Any]], floor: float = 0.0) -> dict[str, Any]:
     keys = ("train_mean", "train_var", "dev_mean", "dev_var")
-    out = {k: float(np.mean([r["metrics"][f"logz_{k}"] for r in runs])) for k in keys}
+    out: dict[str, Any] = {k: float(np.mean([r["metrics"][f"logz_{k}"] for r in runs])) for k in keys}
     out["dev_score"] = float(np.mean([r["metrics"]["dev_beam"] for r in runs]))
+    out["failed"] = bool(out["dev_score"] <= floor)
     return out
 
 
@@ -395,7 +400,7 @@ def _decoded(run: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
 
 
 def _part_metrics(cfg: NormalisationConfig, part: str, encoders: list[str], pre, search, models: Path,
-                  curves: dict[str, Any]) -> dict[str, Any]:
+                  curves: dict[str, Any], floor: float = 0.0) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     log_z: dict[str, Any] = {}
     best_runs: dict[str, dict[str, Any]] = {}          # "<encoder>/<init>/<row>" -> the best seed's run
@@ -403,13 +408,12 @@ def _part_metrics(cfg: NormalisationConfig, part: str, encoders: list[str], pre,
         rows[enc], log_z[enc] = {}, {}
         for init in INITS:
             p_runs = _select(pre, part=part, encoder=enc, row=init)
-            r = {"pretrain_greedy": _summary(p_runs, "greedy"), "pretrain_beam": _summary(p_runs, "beam")}
-            log_z[enc][init] = _log_z(p_runs)
+            r = {"pretrain_greedy": _summary(p_runs, "greedy", floor), "pretrain_beam": _summary(p_runs, "beam", floor)}
+            log_z[enc][init] = _log_z(p_runs, floor)
             best_runs[f"{enc}/{init}/pretrain_greedy"] = best_runs[f"{enc}/{init}/pretrain_beam"] = _best(p_runs)
             for norm in NORMALISATIONS:
                 s_runs = _select(search, part=part, encoder=enc, row=init, normalisation=norm)
-                r[norm] = _summary(s_runs, "soft_beam")
-                r[norm]["hard_beam"] = _summary(s_runs, "beam")
+                r[norm] = _summary(s_runs, "soft_beam", floor)
                 best_runs[f"{enc}/{init}/{norm}"] = _best(s_runs)
             rows[enc][init] = r
     for key, run in best_runs.items():
@@ -454,12 +458,13 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                           "n_train": len(t.train), "seeds": len(cfg.seeds), **tag}
     if mt is not None:
         enc = "bilstm_attention"
-        tr = _part_metrics(cfg, "translation", [enc], pre, search, models, curves["translation"])
+        floor = cfg.translation.min_bleu
+        tr = _part_metrics(cfg, "translation", [enc], pre, search, models, curves["translation"], floor)
         best = tr.pop("_best")
-        ss = {"ce": _summary(_select(pre, part="translation", row="regular"), "greedy")}
+        ss = {"ce": _summary(_select(pre, part="translation", row="regular"), "greedy", floor)}
         for name in cfg.translation.ss:
             runs = _select(pre, part="translation", row=name)
-            ss[name] = _summary(runs, "greedy")
+            ss[name] = _summary(runs, "greedy", floor)
             copy_checkpoint(Path(_best(runs)["checkpoint"]), models / "translation" / "ss" / name)
         outputs = {f"{init}/{row}": _decoded(best[f"{enc}/{init}/{row}"])
                    for init in INITS for row in ("pretrain_greedy", "pretrain_beam", "local", "global")}
@@ -486,6 +491,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                      "systems": {key: hyps(key, "test")[i] for key in outputs}} for i in sorted(int(x) for x in picks)]
         metrics["translation"] = {"metric": "bleu", "beam_size": cfg.translation.beam_size,
                                   "src_vocab": len(mt.src_vocab), "tgt_vocab": len(mt.tgt_vocab), "n_train": len(mt.train),
+                                  "min_bleu": floor,
                                   "filtered": mt.stats, "signature": signature,
                                   "rows": tr["rows"][enc], "log_z": tr["log_z"][enc], "ss": ss,
                                   "breakdown": breakdown, "by_length": by_length, "examples": examples}

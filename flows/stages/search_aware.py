@@ -39,9 +39,10 @@ from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
 from components.reports.goyal_2018 import write_report
 from components.training import OBJECTIVES
-from components.training.loop import FitState, TrainConfig, fit
+from components.training.loop import TrainConfig, fit
 from flows.stages.common import StageContext, main
-from flows.sweeps import SweepConfig, copy_checkpoint, epoch_bar, run_sweep
+from flows.sweeps import copy_checkpoint, epoch_bar
+from flows.tuning import check_space, objective_config, run_grid, suggest
 
 DECODINGS = tuple(n for n, e in INFERENCE.items() if e.meta["needs"] is StepScorer)   # greedy, beam, soft_beam
 
@@ -92,11 +93,7 @@ def load_config(params: dict[str, Any]) -> SearchAwareConfig:
             steps = [n for n, e in OBJECTIVES.items() if e.meta["structure"] == "steps"]
             raise ConfigError(f"{where}.objective: {v.objective!r} is not a step objective; expected one of {steps}")
         OBJECTIVES.config(v.objective, v.config, where=f"{where}.config")
-        for key, spec in v.space.items():
-            if key != "lr" and not key.startswith("config."):
-                raise ConfigError(f"{where}.space: key {key!r} must be 'lr' or 'config.<key>'")
-            for value in _space_values(spec, f"{where}.space.{key}"):
-                _objective_config(v, {key: value}, where=f"{where}.space.{key}") if key != "lr" else None
+        check_space(v.space, f"{where}.space", lambda values, w, v=v: objective_config(v.objective, v.config, values, w))
         bad = [t for t in v.tasks if t not in cfg.tasks]
         if bad:
             raise ConfigError(f"{where}.tasks: {bad} are not in search_aware.tasks {list(cfg.tasks)}")
@@ -108,47 +105,6 @@ def load_config(params: dict[str, Any]) -> SearchAwareConfig:
         if k < 1:
             raise ConfigError(f"search_aware.beam_size: every k must be >= 1, got {dict(cfg.beam_size)}")
     return dataclasses.replace(cfg, variants=variants)
-
-
-def _space_values(spec: dict[str, Any], where: str) -> list[Any]:
-    kind = spec.get("type")
-    if kind == "choice":
-        if not spec.get("values"):
-            raise ConfigError(f"{where}: choice needs a non-empty 'values'")
-        return list(spec["values"])
-    if kind in ("loguniform", "uniform"):
-        try:
-            low, high = float(spec["low"]), float(spec["high"])
-        except KeyError as e:
-            raise ConfigError(f"{where}: {kind} needs {e.args[0]!r}") from None
-        if not low < high or (kind == "loguniform" and low <= 0):
-            raise ConfigError(f"{where}: need 0 < low < high for loguniform, low < high for uniform; got {spec}")
-        return [low, high]
-    raise ConfigError(f"{where}: type {kind!r} is not one of choice, loguniform, uniform")
-
-
-def _objective_config(v: VariantConfig, values: dict[str, Any], where: str):
-    """The variant's objective config with the ``config.``-prefixed ``values`` applied (strict)."""
-    cfg = json.loads(json.dumps(v.config))
-    for key, value in values.items():
-        if not key.startswith("config."):
-            continue
-        cur = cfg
-        parts = key.split(".")[1:]
-        for p in parts[:-1]:
-            cur = cur.setdefault(p, {})
-        cur[parts[-1]] = value
-    return OBJECTIVES.config(v.objective, cfg, where=where)
-
-
-def _suggest(trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for key, spec in space.items():
-        if spec["type"] == "choice":
-            out[key] = trial.suggest_categorical(key, list(spec["values"]))
-        else:
-            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=spec["type"] == "loguniform")
-    return out
 
 
 def _alpha_of(obj_cfg: Any, epoch: int) -> float | None:
@@ -202,7 +158,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
 
     def train(values: dict[str, Any], on_epoch=None, on_batch=None):
         torch.manual_seed(seed)
-        obj_cfg = _objective_config(v, values, where=f"search_aware.variants.{variant}")
+        obj_cfg = objective_config(v.objective, v.config, values, where=f"search_aware.variants.{variant}")
         if hasattr(obj_cfg, "k"):                      # the relaxed beam searches with the task's beam size
             obj_cfg = dataclasses.replace(obj_cfg, k=k)
         objective = OBJECTIVES.build(v.objective, obj_cfg, updates_per_epoch=n_batches, seed=seed, o_id=o_id)
@@ -226,7 +182,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     t_start = time.perf_counter()
     for i in range(n_trials):
         ot = study.ask()
-        values = _suggest(ot, v.space)
+        values = suggest(ot, v.space)
         so_far = best.get("score", -math.inf)
         model, state, obj_cfg, objective = train(values, on_epoch=lambda s, r, i=i, b=so_far: tune.report(
             {"optuna_trial": float(i), "epoch": r["epoch"], "dev_score": r["dev_score"], "train_loss": r["train_loss"],
@@ -270,26 +226,6 @@ def _grid(cfg: SearchAwareConfig, variants: list[str]) -> list[dict[str, Any]]:
             if not cfg.variants[name].tasks or t in cfg.variants[name].tasks for s in cfg.seeds]
 
 
-def _sweep(ctx: StageContext, params: dict[str, Any], cfg: SearchAwareConfig, name: str, grid: list[dict[str, Any]]):
-    from ray import tune
-    trainable = tune.with_parameters(trial, params=params, root=str(ctx.root))
-    sweep_cfg = SweepConfig(num_samples=1, max_concurrent=cfg.max_concurrent, metric="best_dev_score", mode="max",
-                            resources=cfg.resources, max_failures=0)
-    with ctx.tracker.start_run(f"sweep/{name}", parent_run_id=ctx.run_id, tags={"stage": ctx.stage}) as parent:
-        res = run_sweep(trainable, name=f"{ctx.stage}-{name}", cfg=sweep_cfg, params=params, seed=ctx.base.seed,
-                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.path(".ray_results"),
-                        tags={"stage": ctx.stage}, grid=grid)
-    failed = [t for t in res.trials if t["error"] or "best_dev_score" not in t["metrics"]]
-    if failed:
-        raise RuntimeError(f"search_aware {name}: {len(failed)} trial(s) did not finish: "
-                           + "; ".join(f"{t['config'].get('run')}: {t['error'] or 'no final report'}" for t in failed))
-    out = []
-    for t in res.trials:
-        ckpt = t.get("checkpoint")
-        out.append({"run": t["config"]["run"], "metrics": t["metrics"], "checkpoint": ckpt})
-    return out
-
-
 def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     v = cfg.variants[name]
     obj_cfg = OBJECTIVES.config(v.objective, v.config)
@@ -326,12 +262,14 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             raise FileNotFoundError(f"search_aware.tasks: task {task!r} has not been prepared "
                                     f"(is it under prepare.tasks in params.yaml?)")
     models = ctx.path(cfg.models_dir)
-    runs = _sweep(ctx, params, cfg, "ce", _grid(cfg, ["ce"]))
+    runs = run_grid(ctx, params, trial, "ce", _grid(cfg, ["ce"]), max_concurrent=cfg.max_concurrent,
+                    resources=cfg.resources)
     for r in runs:                                # the warm starts of the second grid
         copy_checkpoint(Path(r["checkpoint"]), _warm_start(models, r["run"]["task"], r["run"]["seed"]))
     others = [n for n in cfg.variants if n != "ce"]
     if others:
-        runs += _sweep(ctx, params, cfg, "variants", _grid(cfg, others))
+        runs += run_grid(ctx, params, trial, "variants", _grid(cfg, others), max_concurrent=cfg.max_concurrent,
+                         resources=cfg.resources)
 
     metrics: dict[str, Any] = {"tasks": {}}
     for task in cfg.tasks:

@@ -363,3 +363,19 @@ def test_write_report(tmp_path: Path):
     assert "patterns" in md
     _assert_well_formed(md)
     assert readme(copy.deepcopy(m)) == md
+
+
+def test_log_z_claim_of_a_model_that_did_not_train_draws_no_verdict():
+    from components.reports.goyal_2019 import DID_NOT_TRAIN, HOLDS, MT_TASK, findings
+
+    def claim7(failed: bool) -> str:
+        m = {"translation": {"log_z": {
+            "regular": {"train_mean": 10.0, "train_var": 1.0, "dev_mean": 9.0, "dev_var": 1.0, "dev_score": 20.0,
+                        "failed": failed},
+            "self_normalised": {"train_mean": 0.1, "train_var": 0.1, "dev_mean": 0.1, "dev_var": 0.1,
+                                "dev_score": 19.5, "failed": False}}}}
+        (row,) = [r for r in findings(m) if r["claim"].startswith("(7)") and r["task"] == MT_TASK]
+        return row["verdict"]
+
+    assert claim7(False) == HOLDS
+    assert claim7(True) == DID_NOT_TRAIN

@@ -50,7 +50,8 @@ def test_every_entry_declares_its_structure_and_prediction():
         assert dataclasses.is_dataclass(entry.config) and entry.doc, name
     # the Shevchenko & Osokin objectives in the paper's order, then the search-aware ones
     assert [n for n in OBJECTIVES if n not in steps] == ["marginal_ce", "ssvm", "nll", "mean_field_ce", "gcrf_ce"]
-    assert steps == ("seq_ce", "scheduled_sampling", "soft_scheduled_sampling", "beam_dl", "beam_hinge")
+    assert steps == ("seq_ce", "self_normalised_ce", "scheduled_sampling", "soft_scheduled_sampling", "beam_dl",
+                     "beam_hinge")
 
 
 # --------------------------------------------------------------------------------------------
