@@ -82,3 +82,17 @@ def well_separated(normalisation: str, k: int, n: int = 3, **batch_kw):
             if len(out) == n:
                 return out
     raise AssertionError(f"fewer than {n} well-separated instances for {normalisation}, k={k}")
+
+
+@torch.no_grad()
+def score_of(scorer, batch, row: int, seq: tuple[int, ...]) -> float:
+    """Teacher-forced score of ``seq`` for one row of ``batch`` (a dataclass or namespace of
+    [B, ...] tensors): the sum of the step scores of its symbols."""
+    one = type(batch)(**{k: v[row:row + 1] for k, v in vars(batch).items()})
+    state, _ = scorer.start(one, 1)
+    prev, total = None, 0.0
+    for y in seq:
+        scores, state = scorer.step(state, prev)
+        total += float(scores[0, 0, y])
+        prev = scorer.embed_ids(torch.tensor([[y]]))
+    return total

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from components.inference.beam import beam_search, eos_of, greedy, soft_beam_search
-from tests.step_scorers import float64_default, tiny_batch, tiny_tagger  # noqa: F401
+from tests.step_scorers import float64_default, score_of, tiny_batch, tiny_tagger  # noqa: F401
 
 EOS = 0
 
@@ -21,19 +21,6 @@ def eos_tagger(seed: int, normalisation: str = "local", V: int = 3, scale: float
     m = tiny_tagger(seed, normalisation, V=V, scale=scale)
     m.eos = EOS
     return m
-
-
-@torch.no_grad()
-def score_of(scorer, batch, row: int, seq: tuple[int, ...]) -> float:
-    """Teacher-forced score of ``seq`` (ending at its first eos, or at the horizon) for one row."""
-    one = type(batch)(**{k: v[row:row + 1] for k, v in vars(batch).items()})
-    state, _ = scorer.start(one, 1)
-    prev, total = None, 0.0
-    for y in seq:
-        scores, state = scorer.step(state, prev)
-        total += float(scores[0, 0, y])
-        prev = scorer.embed_ids(torch.tensor([[y]]))
-    return total
 
 
 def hypotheses(V: int, T: int):
@@ -96,7 +83,7 @@ def test_beam_with_eos_matches_a_naive_beam(float64_default, k, seed):
                     cands.append((seq + (EOS,), s, True))
                     continue
                 for v in range(V):
-                    cands.append((seq + (v,), s + (score_of(scorer, batch, row, seq + (v,)) - score_of(scorer, batch, row, seq) if seq else score_of(scorer, batch, row, (v,))), v == EOS))
+                    cands.append((seq + (v,), score_of(scorer, batch, row, seq + (v,)), v == EOS))
             beam = sorted(cands, key=lambda c: -c[1])[:k]
         want = beam[0]
         L = int(res.lengths[row])

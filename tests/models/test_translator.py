@@ -250,6 +250,7 @@ def test_decoders_with_eos_on_the_translator_match_enumeration():
     import itertools
 
     from components.inference.beam import beam_search, greedy, soft_beam_search
+    from tests.step_scorers import score_of
     V, eos = 3, 2                                   # target: tokens 0, 1 and eos 2
     m = build_translator(TINY, N_SRC, V, eos=eos, seed=3).double().eval()
     with torch.no_grad():
@@ -260,14 +261,7 @@ def test_decoders_with_eos_on_the_translator_match_enumeration():
     batch = Batch(words, words != 0, torch.zeros(2, 3, dtype=torch.long), horizon.clone(), horizon)
 
     def score(row: int, seq: tuple[int, ...]) -> float:
-        one = Batch(*(getattr(batch, f)[row:row + 1] for f in ("words", "src_mask", "tags", "mask", "decode_mask")))
-        state, _ = m.start(one, 1)
-        prev, total = None, 0.0
-        for y in seq:
-            s, state = m.step(state, prev)
-            total += float(s[0, 0, y])
-            prev = m.embed_ids(torch.tensor([[y]]))
-        return total
+        return score_of(m, batch, row, seq)
 
     with torch.no_grad():
         res = beam_search(m, batch, 15)             # 1 + 2 + 4 ended by eos + 8 unfinished within a horizon of 3
