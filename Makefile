@@ -38,3 +38,8 @@ ui: $(STAMP)
 
 dag: $(STAMP)
 	$(BIN)/dvc dag
+
+# remove the Ray Tune folders (.ray_results/<stage>) of stages that are not running: interrupted
+# runs then restart from scratch instead of resuming
+clean-runs: $(STAMP)
+	$(BIN)/python -m flows.lifecycle clean

@@ -2,14 +2,20 @@
 
 Each component owns a frozen dataclass with its defaults; flows compose them. The loader rejects
 unknown keys (a typo in ``params.yaml`` is an error, not a silently ignored setting), checks value
-types against the annotations, and recurses into nested dataclasses. Sweep spaces and
-``dvc exp run -S`` both address values by dotted keys (``train.model.hidden``), resolved here by
-:func:`set_dotted` / :func:`get_dotted`.
+types against the annotations, and recurses into nested dataclasses. Every config range-checks
+its values in ``__post_init__`` with :func:`check_range` (positive sizes and epochs, fractions in
+[0, 1], known devices, ...), and :func:`from_dict` reports a failure under its full dotted key
+(``train.optim.batch_size: must be > 0, got 0``), so a bad value fails at load time, before Ray or
+any model starts. :func:`load_params` rejects a key repeated in one mapping (YAML would keep the
+last one silently). Sweep spaces and ``dvc exp run -S`` both address values by dotted keys
+(``train.model.hidden``), resolved here by :func:`set_dotted` / :func:`get_dotted`.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -21,16 +27,71 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A params section that does not match its dataclass (unknown key, wrong type)."""
+    """A params section that does not match its dataclass (unknown key, wrong type, out of range).
+
+    ``key``/``detail``: set by :func:`field_error` for a value a config's ``__post_init__`` rejects,
+    so :func:`from_dict` can re-raise it under the full dotted key (``train.optim.batch_size``).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.key, self.detail = key, detail
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first_line: int, section: str):
+        super().__init__(key, line, first_line, section)
+        self.key, self.line, self.first_line, self.section = key, line, first_line, section
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` semantics, except that a mapping (at any depth) may not repeat a key:
+    YAML would keep the last one silently. Keys merged in by ``<<`` may still be overridden."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._sections: dict[int, str] = {}
+        todo: list[tuple[yaml.Node, str]] = [(node, "")]
+        while todo:                                  # the dotted path of every mapping, for the message
+            n, path = todo.pop()
+            if isinstance(n, yaml.MappingNode):
+                self._sections[id(n)] = path
+                for k, v in n.value:
+                    name = k.value if isinstance(k, yaml.ScalarNode) else "?"
+                    todo.append((v, f"{path}.{name}" if path else str(name)))
+            elif isinstance(n, yaml.SequenceNode):
+                todo.extend((v, f"{path}[{i}]") for i, v in enumerate(n.value))
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    hash(key)
+                except TypeError:
+                    continue                         # the base class reports an unhashable key
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    raise _DuplicateKey(key, line, first[key], getattr(self, "_sections", {}).get(id(node), ""))
+                first[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The params file as a mapping of sections; a duplicate key at any depth is an error."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: params file not found")
     with open(path) as f:
         try:
-            data = yaml.safe_load(f)
+            data = yaml.load(f, Loader=_StrictLoader)
+        except _DuplicateKey as e:
+            where = f" in section {e.section!r}" if e.section else " at the top level"
+            raise ConfigError(f"{path}:{e.line}: duplicate key {e.key!r}{where} (first at line {e.first_line}); "
+                              f"YAML would silently keep the last one") from None
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(data, dict):
@@ -117,7 +178,67 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, *, where: str = "") -> 
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
         raise ConfigError(f"{where}: missing required key(s) {missing}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:                        # a range check of __post_init__: give the full key
+        if e.key is not None:
+            raise ConfigError(f"{where}.{e.key}: {e.detail}") from None
+        if str(e).startswith(where):
+            raise
+        raise ConfigError(f"{where}: {e}") from None
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from e
+
+
+def field_error(cfg: Any, key: str, detail: str, *, message: str | None = None) -> ConfigError:
+    """The error for field ``key`` of config ``cfg``: ``Cls.key: detail`` (or ``message``, a config's
+    own wording) when the config is built directly; ``from_dict`` re-raises it as
+    ``<dotted section>.key: detail``."""
+    return ConfigError(message or f"{type(cfg).__name__}.{key}: {detail}", key=key, detail=detail)
+
+
+def _interval(spec: str) -> tuple[float, float, bool, bool, str]:
+    lo, hi = (x.strip() for x in spec[1:-1].split(","))
+    lo_v, hi_v, lo_in, hi_in = float(lo), float(hi), spec[0] == "[", spec[-1] == "]"
+    if hi_v == math.inf:
+        text = f"{'>=' if lo_in else '>'} {lo}"
+    else:
+        text = f"in {spec}"
+    return lo_v, hi_v, lo_in, hi_in, text
+
+
+def check_range(cfg: Any, *, positive: typing.Iterable[str] = (), nonnegative: typing.Iterable[str] = (),
+                within: dict[str, str] | None = None, nonempty: typing.Iterable[str] = (),
+                ordered: typing.Iterable[tuple[str, str, str]] = ()) -> None:
+    """The range checks of a config's ``__post_init__``; each failure is a :func:`field_error`.
+
+    ``positive``: finite and > 0; ``nonnegative``: finite and >= 0; ``within``: field -> interval
+    such as ``"[0, 1)"`` or ``"[4, inf)"``; a tuple or list field is checked item by item
+    (``key[i]``), a mapping value by value (``key.name``); ``None`` passes (an optional field).
+    ``nonempty``: a tuple/list/mapping with at least one item. ``ordered``: ``(a, "<" | "<=", b)``.
+    """
+    rules = [(n, "(0, inf)") for n in positive] + [(n, "[0, inf)") for n in nonnegative] + list((within or {}).items())
+    for name, spec in rules:
+        lo, hi, lo_in, hi_in, text = _interval(spec)
+        value = getattr(cfg, name)
+        items = (value.items() if isinstance(value, dict) else
+                 ((f"[{i}]", v) for i, v in enumerate(value)) if isinstance(value, (tuple, list)) else [("", value)])
+        for suffix, v in items:
+            key = f"{name}.{suffix}" if isinstance(value, dict) else f"{name}{suffix}"
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise field_error(cfg, key, f"must be a number {text}, got {v!r}")
+            ok = (lo <= v if lo_in else lo < v) and (v <= hi if hi_in else v < hi)
+            if not ok:
+                raise field_error(cfg, key, f"must be {text}, got {v!r}")
+    for name in nonempty:
+        if len(getattr(cfg, name)) == 0:
+            raise field_error(cfg, name, "must not be empty")
+    for a, op, b in ordered:
+        va, vb = getattr(cfg, a), getattr(cfg, b)
+        if not (va < vb if op == "<" else va <= vb):
+            raise field_error(cfg, a, f"must be {op} {b} ({vb!r}), got {va!r}")
 
 
 def load_section(cls: type[T], section: str, params: dict[str, Any] | str | Path = "params.yaml") -> T:
@@ -179,12 +300,28 @@ class BaseConfig:
     prepared_dir: str = "data/prepared"
     threads: int = 0                  # torch intra-op threads; 0 = torch's default
 
+    def __post_init__(self):
+        check_range(self, nonnegative=("seed", "threads"))
+        if not (isinstance(self.device, str) and _DEVICE.fullmatch(self.device)):
+            raise field_error(self, "device", f"must be auto, cpu, cuda or cuda:N (N >= 0), got {self.device!r}")
+
+
+_DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+
 
 @dataclasses.dataclass(frozen=True)
 class ResourcesConfig:
     """What one trial or shard asks the scheduler for (interpreted by ``flows``)."""
     cpu: float = 1.0
     gpu: float | str = "auto"          # a number, or "auto": 1 when CUDA is visible to the driver
+
+    def __post_init__(self):
+        check_range(self, positive=("cpu",))
+        if isinstance(self.gpu, str):
+            if self.gpu != "auto":
+                raise field_error(self, "gpu", f"must be a number >= 0 or 'auto', got {self.gpu!r}")
+        else:
+            check_range(self, nonnegative=("gpu",))
 
 
 def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
+from components.config import check_range
 from flows.sweeps import ResourcesConfig, init_ray, trial_resources
 
 
@@ -20,6 +21,9 @@ from flows.sweeps import ResourcesConfig, init_ray, trial_resources
 class ShardConfig:
     shard_size: int = 64                 # instances per shard
     resources: ResourcesConfig = ResourcesConfig()
+
+    def __post_init__(self):
+        check_range(self, positive=("shard_size",))
 
 
 def shards(n: int, size: int) -> list[tuple[int, int]]:

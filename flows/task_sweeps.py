@@ -27,14 +27,18 @@ from typing import Any, Callable
 
 import torch
 
-from components.config import BaseConfig, load_section, resolve_device, set_dotted
+from components.config import BaseConfig, check_range, load_section, resolve_device, set_dotted
 from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
 from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
 from components.training.loop import FitState, TrainConfig, fit
 from flows.stages.common import StageContext, numeric
-from flows.sweeps import SweepConfig, SweepResult, copy_checkpoint, epoch_bar, first_suggestion, run_sweep
+from flows.sweeps import (SweepConfig, SweepResult, check_metric, check_sweep_space, copy_checkpoint, epoch_bar,
+                          first_suggestion, run_sweep)
+
+
+REPORTED = ("best_dev_score", "best_epoch", "epochs_run")     # what a trial's final report carries (and test_*)
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class TaskSweepConfig:
     sweep: SweepConfig = field(default_factory=SweepConfig)
     models_dir: str = "models/tagger"
     plots_dir: str = "plots/train"
+
+    def __post_init__(self):
+        check_range(self, nonempty=("tasks",), nonnegative=("max_train_sentences",), positive=("eval_batch_size",))
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,7 @@ def _names(task: str, variant: str) -> tuple[str, str]:
 def _parent_run(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str):
     """The (task, variant) sweep's parent run, with its params logged -> its id."""
     with ctx.tracker.start_run(f"sweep/{_names(task, variant)[0]}", parent_run_id=ctx.run_id,
-                               tags={"task": task, "variant": variant}) as parent:
+                               tags={"stage": ctx.stage, "task": task, "variant": variant}) as parent:
         ctx.tracker.log_params({"task": task, "variant": variant,
                                 **{f"space.{k}": str(v) for k, v in cfg.sweep.space.items()}})
         yield parent
@@ -231,7 +238,7 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
         trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, root=str(ctx.root))
         res = run_sweep(trainable, name=f"{stage}-{'+'.join(cfg.tasks)}", cfg=cfg.sweep, params=params,
                         seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=ctx.run_id,
-                        storage=ctx.path(".ray_results"), tags={"stage": stage}, grid=grid, trial_tags=trial_tags)
+                        storage=ctx.ray_storage, tags={"stage": stage}, grid=grid, trial_tags=trial_tags)
         by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
         for t in res.trials:
             run = t["config"]["run"]
@@ -244,9 +251,13 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
 
 
 def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    """Every (task, variant) sweep of the stage; the DVC outputs (models, plots) are written only
+    after every sweep has finished, so an interrupted or failed stage writes none of them."""
     from ray import tune
     spec = _spec(spec_ref)
     cfg = load_section(spec.config, spec.section, params)
+    check_sweep_space(cfg.sweep.space, params, spec.section, lambda p: load_section(spec.config, spec.section, p))
+    check_metric(cfg.sweep, REPORTED, f"{spec.section}.sweep")
     for task in cfg.tasks:
         if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
             raise FileNotFoundError(f"{spec.section}.tasks: task {task!r} has not been prepared "
@@ -255,13 +266,19 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
     if cfg.sweep.num_samples == 1:
         return _run_grid(spec_ref, params, ctx, cfg, runs)
     metrics: dict[str, Any] = {}
-    for task, variant in runs:
-        key = _names(task, variant)[1]
-        with _parent_run(ctx, cfg, task, variant) as parent:
+    with contextlib.ExitStack() as stack:       # on an error, every parent still open ends FAILED
+        opened, results = [], {}
+        for task, variant in runs:
+            key = _names(task, variant)[1]
+            opened.append(stack.enter_context(contextlib.ExitStack()))
+            parent = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
             trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
                                              variant=variant, root=str(ctx.root))
-            res = run_sweep(trainable, name=f"{ctx.stage}-{key}", cfg=cfg.sweep, params=params,
-                            seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
-                            storage=ctx.path(".ray_results"), tags={"task": task, "stage": ctx.stage})
-            metrics[key] = _record(ctx, cfg, task, variant, res)
-    return metrics
+            results[key] = run_sweep(trainable, name=f"{ctx.stage}-{key}", cfg=cfg.sweep, params=params,
+                                     seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
+                                     storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage})
+        for (task, variant), parent in reversed(list(zip(runs, opened))):
+            key = _names(task, variant)[1]
+            metrics[key] = _record(ctx, cfg, task, variant, results[key])
+            parent.close()
+    return {k: metrics[k] for k in (_names(t, v)[1] for t, v in runs)}

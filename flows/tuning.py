@@ -10,27 +10,9 @@ from typing import Any, Callable
 from components.config import ConfigError, ResourcesConfig
 from components.training import OBJECTIVES
 from flows.stages.common import StageContext
-from flows.sweeps import SweepConfig, run_sweep
+from flows.sweeps import SweepConfig, run_sweep, space_values
 
-SPACE_TYPES = ("choice", "loguniform", "uniform")
-
-
-def space_values(spec: Any, where: str) -> list[Any]:
-    """The values of one space entry to check: a choice's values, a range's two bounds."""
-    kind = spec.get("type") if isinstance(spec, dict) else None
-    if kind == "choice":
-        if not spec.get("values"):
-            raise ConfigError(f"{where}: choice needs a non-empty 'values'")
-        return list(spec["values"])
-    if kind in ("loguniform", "uniform"):
-        try:
-            low, high = float(spec["low"]), float(spec["high"])
-        except KeyError as e:
-            raise ConfigError(f"{where}: {kind} needs {e.args[0]!r}") from None
-        if not low < high or (kind == "loguniform" and low <= 0):
-            raise ConfigError(f"{where}: need 0 < low < high for loguniform, low < high for uniform; got {spec}")
-        return [low, high]
-    raise ConfigError(f"{where}: type {kind!r} is not one of {', '.join(SPACE_TYPES)}")
+SPACE_TYPES = ("choice", "loguniform", "uniform")     # what ``suggest`` draws
 
 
 def check_space(space: dict[str, Any], where: str,
@@ -41,7 +23,7 @@ def check_space(space: dict[str, Any], where: str,
     for key, spec in space.items():
         if key != "lr" and not (key.startswith("config.") and check_config is not None):
             raise ConfigError(f"{where}: key {key!r} must be 'lr'" + (" or 'config.<key>'" if check_config else ""))
-        values = space_values(spec, f"{where}.{key}")
+        values = space_values(spec, f"{where}.{key}", SPACE_TYPES)
         if key == "lr":
             if any(float(v) <= 0 for v in values):
                 raise ConfigError(f"{where}.lr: learning rates must be > 0, got {values}")
@@ -86,7 +68,7 @@ def run_grid(ctx: StageContext, params: dict[str, Any], trial: Callable[..., Non
                             resources=resources, max_failures=0)
     with ctx.tracker.start_run(f"sweep/{name}", parent_run_id=ctx.run_id, tags={"stage": ctx.stage}) as parent:
         res = run_sweep(trainable, name=f"{ctx.stage}-{name}", cfg=sweep_cfg, params=params, seed=ctx.base.seed,
-                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.path(".ray_results"),
+                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
                         tags={"stage": ctx.stage}, grid=grid)
     failed = [t for t in res.trials if t["error"] or "best_dev_score" not in t["metrics"]]
     if failed:

@@ -14,17 +14,26 @@ Splits: ``random`` (seeded, ``fractions``), ``book`` (Greek NT by book: ``dev_bo
 ``test_books``) or ``given`` (the user's own ``train``/``dev``/``test`` files).
 
 :func:`check_prepare_config` validates every task before any file is read.
+
+Raw files are verified before they are read: :class:`RawFiles` checks each file that has a
+SHA-256 recorded in ``components/data/checksums.json`` (keys ``"<corpus>/<name>"``, the files the
+``fetch`` stage puts under ``raw_dir``) and refuses one whose bytes changed, naming the file, the
+recorded and the actual sum. A file without a recorded sum (a user corpus) is read unchecked and
+listed in :attr:`RawFiles.unverified`, for the stage to report.
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import hashlib
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from components.config import ConfigError
 from components.data import splits, store
+from components.data.fetch import CHECKSUMS_PATH, FetchError
 from components.data.readers import READERS, TaggedReader, bio_to_bioes
 from components.data.types import TaggedSentence
 
@@ -177,3 +186,61 @@ def check_features(task: str, features: tuple[str, ...], parts: dict[str, list[T
                         f"prepare.tasks.{task}: sentence {s.sid!r} ({k} split) has no feature {f!r} "
                         f"(its features: {sorted(s.feats) or 'none'}); conll files need the column in "
                         f"feature_columns, e.g. {{{f}: 1}}")
+
+
+class RawFiles:
+    """The raw files a stage reads, each checked against its recorded SHA-256 before it is read.
+
+    ``checksums`` maps ``"<corpus>/<name>"`` to the SHA-256 of ``raw_dir/<corpus>/<name>`` (as
+    :func:`components.data.fetch.load_checksums` reads them). :meth:`check` hashes a file whose key
+    is recorded, once per instance (several tasks read the SBLGNT), and raises :class:`FetchError`
+    naming the file, the recorded and the actual sum when they differ. A file with no recorded sum
+    (outside ``raw_dir``, or a key not recorded) is returned unchecked and listed in
+    :attr:`unverified`; a missing file is returned as it is, for its reader to report.
+    """
+
+    def __init__(self, raw_dir: str | Path, checksums: Mapping[str, str]):
+        self.raw_dir = Path(raw_dir)
+        self.checksums = dict(checksums)
+        self.verified: dict[str, str] = {}      # checksum key -> SHA-256, each hashed once
+        self.unverified: list[Path] = []        # read without a recorded sum, in first-read order
+
+    def key(self, path: str | Path) -> str | None:
+        """The checksum key of ``path`` (``"<corpus>/<name>"`` relative to ``raw_dir``) if recorded."""
+        tries = ((Path(os.path.abspath(path)), Path(os.path.abspath(self.raw_dir))),  # symlinks kept
+                 (Path(path).resolve(), self.raw_dir.resolve()))                        # symlinks followed
+        for p, root in tries:
+            try:
+                key = p.relative_to(root).as_posix()
+            except ValueError:
+                continue
+            if key in self.checksums:
+                return key
+        return None
+
+    def check(self, path: str | Path) -> Path:
+        """``path``, after checking its SHA-256 if one is recorded (see the class doc)."""
+        path = Path(path)
+        if not path.is_file():
+            return path
+        key = self.key(path)
+        if key is None:
+            if path not in self.unverified:
+                self.unverified.append(path)
+            return path
+        if key not in self.verified:
+            with open(path, "rb") as f:
+                actual = hashlib.file_digest(f, "sha256").hexdigest()
+            expected = self.checksums[key]
+            if actual != expected:
+                raise FetchError(
+                    f"{path}: checksum mismatch for {key}: expected SHA-256 {expected} (recorded in "
+                    f"{CHECKSUMS_PATH.name}), got {actual}; the raw file is corrupted or was changed after it "
+                    "was fetched. Fetch it again with `dvc repro fetch` (or `python -m flows.stages.fetch`) "
+                    "and re-run prepare")
+            self.verified[key] = actual
+        return path
+
+    def file(self, name: str) -> Path:
+        """``raw_dir/<name>`` (``name`` like ``"cmudict/cmudict.dict"``), checked."""
+        return self.check(self.raw_dir / name)

@@ -12,15 +12,28 @@ The tagging-corpus formats are registered by name in :data:`READERS` (``conll``,
 ``READERS.build("conllu", {"tag_field": "xpos"})`` is a ``read(path) -> list[TaggedSentence]``.
 
 Text files are read as UTF-8 (a leading byte-order mark is ignored); lines are split on ``\\n``
-only, and a ``\\r`` before it (Windows line ends, as in the SBLGNT file) is removed. A line is
-*blank* when it holds nothing but whitespace; the WNUT-16 file, for one, separates its tweets with
-lines that hold a single TAB.
+only, and a ``\\r`` before it (Windows line ends, as in the SBLGNT file) is removed. Every text
+reader rejects, at its ``file:line``: a NUL byte (a binary, UTF-16 or corrupted file), and a
+*stray* ``\\r``, one that is not part of a ``\\r\\n`` line end (CR-only line ends would otherwise
+run lines together). A line is *blank* when it holds nothing but ASCII spaces and TABs; the WNUT-16
+file, for one, separates its tweets with lines that hold a single TAB. A line of other whitespace
+(a no-break space U+00A0, a form feed, ...) is not blank: it is read as data, and is an error.
+
+Columns and tokens are split on ASCII spaces and TABs only; Python's ``str.split()`` would also
+split on U+00A0 and the other Unicode spaces. In the formats whose separators are spaces (CoNLL
+columns, ``word/TAG``, CCGbank, the CMU dict) any other whitespace character in a data line is an
+error naming it (``U+00A0 (NO-BREAK SPACE) at character 5``); in the TAB-separated formats
+(CoNLL-U, ARK Twitter, the TSVs) a line with the wrong number of fields says which suspicious
+separators it holds (other whitespace, commas). A tagging reader also rejects a file whose tags
+equal its words on every token (a tag column that is really the word column, or no tag column).
 
 Formats
 -------
 CoNLL columns (:func:`read_conll`)
     One token a line, columns separated by a TAB (when the line holds one) or by runs of spaces;
-    a blank line ends a sentence. Every token line of a file must have the same number of columns.
+    a blank line ends a sentence. Every token line of a file must have the same number of columns,
+    and enough of them that the word column and the tag column are two different columns (a
+    one-column file, or one whose columns are glued by commas or no-break spaces, is an error).
     Layouts: CoNLL-2003 ``word POS chunk NER`` (with ``-DOCSTART- -X- -X- O`` lines between
     documents: they and the blank line after them are skipped when ``docstart=True``), CoNLL-2000
     ``word POS chunk`` and WNUT-16 ``token<TAB>TAG``. ``word_col``/``tag_col`` pick the columns
@@ -95,6 +108,7 @@ import io
 import logging
 import pickle
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -154,13 +168,42 @@ _SPACES = re.compile(r"[ \t]+")
 # Shared line handling
 # --------------------------------------------------------------------------------------------
 
+_STRAY_CR = re.compile(r"\r(?!\n)")
+#: whitespace other than the ASCII space and TAB (U+00A0, U+2009, form feed, ...): ``str.split()``
+#: splits on all of these, the readers on none
+_ODD_SPACE = re.compile(r"[^\S \t]")
+
+
+def _position(text: str, i: int) -> tuple[int, int]:
+    """``(line, character)`` of ``text[i]``, both 1-based."""
+    return text.count("\n", 0, i) + 1, i - text.rfind("\n", 0, i)
+
+
+def _char_name(c: str) -> str:
+    """``U+00A0 (NO-BREAK SPACE)``: a character named so that an invisible one can be found."""
+    return f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')})"
+
+
 def _read_lines(path: str | Path) -> list[Line]:
-    """All lines of a UTF-8 text file, numbered from 1, without ``\\n`` / ``\\r\\n`` ends."""
+    """All lines of a UTF-8 text file, numbered from 1, without ``\\n`` / ``\\r\\n`` ends.
+
+    A NUL byte or a ``\\r`` that is not part of a ``\\r\\n`` is a FormatError at its line."""
     data = Path(path).read_bytes()
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise FormatError(path, data.count(b"\n", 0, e.start) + 1, f"not UTF-8 text ({e.reason})") from None
+    if (i := text.find("\0")) >= 0:
+        n, k = _position(text, i)
+        raise FormatError(path, n, f"NUL byte at character {k} ({text.count(chr(0))} in the file); expected "
+                                   "UTF-8 text without NULs (a binary, UTF-16 or corrupted file?)")
+    if text.count("\r") != text.count("\r\n"):
+        i = _STRAY_CR.search(text).start()  # type: ignore[union-attr]
+        n, k = _position(text, i)
+        kind = ("the file has CR-only line ends (no \\n at all)" if "\n" not in text
+                else f"{len(_STRAY_CR.findall(text))} stray \\r in the file")
+        raise FormatError(path, n, f"carriage return (\\r) at character {k} not followed by \\n; {kind}; expected "
+                                   "lines ending in \\n or \\r\\n (convert CR line ends, e.g. with tr '\\r' '\\n')")
     lines = text.split("\n")
     if lines[-1] == "":  # the file ends with a line end (or is empty)
         lines.pop()
@@ -168,7 +211,39 @@ def _read_lines(path: str | Path) -> list[Line]:
 
 
 def _is_blank(line: str) -> bool:
-    return not line.strip()
+    """Nothing but ASCII spaces and TABs (``str.strip()`` would also strip U+00A0 and its kin)."""
+    return not line.strip(" \t")
+
+
+def _check_spaces(path: str | Path, n: int, line: str, what: str, end: int | None = None) -> None:
+    """A line of a format whose separators are ASCII spaces/TABs holds no other whitespace (in
+    ``line[:end]``): it would be a separator the reader does not split on, or an invisible part of
+    a word."""
+    if m := _ODD_SPACE.search(line, 0, len(line) if end is None else end):
+        raise FormatError(path, n, f"{_char_name(m.group())} at character {m.start() + 1}; expected {what} "
+                                   "separated by ASCII spaces or TABs only")
+
+
+def _separator_hint(line: str, sep: str) -> str:
+    """What in a line with too few fields may have been meant as a separator: other whitespace or
+    commas (``""`` when there is nothing suspicious). For error messages only."""
+    found = []
+    if m := _ODD_SPACE.search(line):
+        found.append(f"{_char_name(m.group())} at character {m.start() + 1}")
+    if "," in line:
+        found.append(f"{line.count(',')} comma(s)")
+    return f"; the line holds {' and '.join(found)}, but the separator is {sep} only" if found else ""
+
+
+def _check_tags_differ(path: str | Path, sentences: Sequence[TaggedSentence], line: int, tag_what: str,
+                       word_what: str) -> None:
+    """A tagging file whose tags equal its words on every token has no real tag column (the tag
+    column was mis-specified, or the file has a single column)."""
+    if sentences and all(s.tags == s.words for s in sentences):
+        n = sum(len(s.words) for s in sentences)
+        raise FormatError(path, line, f"the {tag_what} equals the {word_what} on every token ({n} tokens in "
+                                      f"{len(sentences)} sentence(s), from this line on); expected tags that "
+                                      "differ from the words (wrong column, or a file without a tag column?)")
 
 
 def _nonblank_lines(path: str | Path) -> Iterator[Line]:
@@ -203,7 +278,9 @@ def _tsv_rows(path: str | Path, header: Sequence[str]) -> Iterator[tuple[int, li
             continue
         fields = s.split("\t")
         if len(fields) != len(header):
-            raise FormatError(path, n, f"{len(fields)} TAB-separated fields; expected {len(header)} ({' '.join(header)})")
+            hint = _separator_hint(s, "a TAB") if len(fields) < len(header) else ""
+            raise FormatError(path, n, f"{len(fields)} TAB-separated fields; expected {len(header)} ({' '.join(header)})"
+                                       + hint)
         yield n, fields
 
 
@@ -346,6 +423,7 @@ def read_conll(
     for block in _blocks(path):
         rows: list[tuple[int, list[str]]] = []
         for n, s in block:
+            _check_spaces(path, n, s, "columns")
             cols = _split_columns(s)
             if docstart and cols[0] == "-DOCSTART-":
                 emit(rows)
@@ -355,13 +433,21 @@ def read_conll(
                 n_cols, first_line = len(cols), n
                 for name, c in [("word_col", word_col), ("tag_col", tag_col), *feat_cols.items()]:
                     if not -n_cols <= c < n_cols:
-                        raise FormatError(path, n, f"{n_cols} columns, so column {c} ({name}) does not exist")
+                        raise FormatError(path, n, f"{n_cols} columns, so column {c} ({name}) does not exist"
+                                                   + _separator_hint(s, "a TAB or runs of spaces"))
+                if word_col % n_cols == tag_col % n_cols:
+                    raise FormatError(path, n, f"{n_cols} column(s) {cols!r}, so the word column (word_col={word_col}) "
+                                               f"and the tag column (tag_col={tag_col}) are the same column; expected "
+                                               "at least 2 columns, word and tag"
+                                               + _separator_hint(s, "a TAB or runs of spaces"))
             if len(cols) != n_cols:
-                raise FormatError(path, n, f"{len(cols)} columns; expected {n_cols} like line {first_line}")
+                hint = _separator_hint(s, "a TAB or runs of spaces") if len(cols) < n_cols else ""
+                raise FormatError(path, n, f"{len(cols)} columns; expected {n_cols} like line {first_line}" + hint)
             if "" in cols:
                 raise FormatError(path, n, f"empty column {cols.index('') + 1}; expected {n_cols} non-empty columns")
             rows.append((n, cols))
         emit(rows)
+    _check_tags_differ(path, sentences, first_line, f"tag column (tag_col={tag_col})", f"word column (word_col={word_col})")
     return _nonempty(path, sentences, "sentence")
 
 
@@ -381,6 +467,7 @@ def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos"
         raise ValueError(f"tag_field must be 'upos' or 'xpos', not {tag_field!r}")
     tcol = 3 if tag_field == "upos" else 4
     sentences = []
+    first_word_line = 0
     for block in _blocks(path):
         sid = _sid(path, block[0][0])
         words: list[str] = []
@@ -395,7 +482,9 @@ def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos"
                 continue
             f = s.split("\t")
             if len(f) != 10:
-                raise FormatError(path, n, f"{len(f)} TAB-separated fields; expected 10 ({' '.join(_CONLLU_FIELDS)})")
+                hint = _separator_hint(s, "a TAB") if len(f) < 10 else ""
+                raise FormatError(path, n, f"{len(f)} TAB-separated fields; expected 10 ({' '.join(_CONLLU_FIELDS)})"
+                                           + hint)
             if _CONLLU_WORD_ID.fullmatch(f[0]):
                 if int(f[0]) != len(words) + 1:
                     raise FormatError(path, n, f"word id {f[0]}; expected {len(words) + 1} (ids run 1, 2, 3, ... "
@@ -406,6 +495,7 @@ def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos"
                     raise FormatError(path, n, f"{tag_field.upper()} is unspecified ({f[tcol]!r}); expected a tag")
                 words.append(f[1])
                 tags.append(f[tcol])
+                first_word_line = first_word_line or n
             elif m := _CONLLU_RANGE_ID.fullmatch(f[0]):
                 if not (int(m.group(1)) == len(words) + 1 and int(m.group(2)) > int(m.group(1))):
                     raise FormatError(path, n, f"multiword token range {f[0]}; expected {len(words) + 1}-k with k > {len(words) + 1}")
@@ -414,6 +504,7 @@ def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos"
         if not words:
             raise FormatError(path, block[-1][0], "sentence without words; expected word lines after the comments")
         sentences.append(TaggedSentence(tuple(words), tuple(tags), sid=sid))
+    _check_tags_differ(path, sentences, first_word_line, f"{tag_field.upper()} field", "FORM field")
     return _nonempty(path, sentences, "sentence")
 
 
@@ -423,17 +514,20 @@ def read_ark_twitter(path: str | Path) -> list[TaggedSentence]:
     Tags must be in :data:`ARK_TAGS`; ``sid`` is ``<file name>:<line of the first token>``.
     """
     tweets = []
+    first_line = 0
     for block in _blocks(path):
+        first_line = first_line or block[0][0]
         words, tags = [], []
         for n, s in block:
             f = s.split("\t")
             if len(f) != 2 or not f[0]:
-                raise FormatError(path, n, f"{s!r}; expected token<TAB>tag")
+                raise FormatError(path, n, f"{s!r}; expected token<TAB>tag" + (_separator_hint(s, "a TAB") if len(f) < 2 else ""))
             if f[1] not in _ARK_TAG_SET:
                 raise FormatError(path, n, f"tag {f[1]!r} is not an ARK Twitter tag; expected one of {' '.join(ARK_TAGS)}")
             words.append(f[0])
             tags.append(f[1])
         tweets.append(TaggedSentence(tuple(words), tuple(tags), sid=_sid(path, block[0][0])))
+    _check_tags_differ(path, tweets, first_line, "tag column", "token column")
     return _nonempty(path, tweets, "tweet")
 
 
@@ -460,9 +554,13 @@ def read_word_tag(path: str | Path, *, sep: str = "/") -> list[TaggedSentence]:
         return word, tag
 
     sentences = []
+    first_line = 0
     for n, s in _nonblank_lines(path):
+        _check_spaces(path, n, s, f"word{sep}TAG tokens")
         toks = _tokens(path, n, s, split)
         sentences.append(TaggedSentence(tuple(w for w, _ in toks), tuple(t for _, t in toks), sid=_sid(path, n)))
+        first_line = first_line or n
+    _check_tags_differ(path, sentences, first_line, f"TAG after {sep!r}", "word before it")
     return _nonempty(path, sentences, "sentence")
 
 
@@ -479,7 +577,9 @@ def read_ccg(path: str | Path) -> list[TaggedSentence]:
         return tuple(f)
 
     sentences = []
+    first_line = 0
     for n, s in _nonblank_lines(path):
+        _check_spaces(path, n, s, "word|POS|supertag tokens")
         toks = _tokens(path, n, s, split)
         sentences.append(TaggedSentence(
             words=tuple(t[0] for t in toks),
@@ -487,6 +587,8 @@ def read_ccg(path: str | Path) -> list[TaggedSentence]:
             sid=_sid(path, n),
             feats={"pos": tuple(t[1] for t in toks)},
         ))
+        first_line = first_line or n
+    _check_tags_differ(path, sentences, first_line, "supertag field", "word field")
     return _nonempty(path, sentences, "sentence")
 
 
@@ -512,6 +614,7 @@ def read_sblgnt(path: str | Path, *, tag_field: Literal["morph", "pos"] = "morph
     seen: dict[str, int] = {}
     cur: list[list[str]] = []
     cur_id, last_word = "", 0
+    first_line = 0
 
     def flush() -> None:
         if cur:
@@ -540,7 +643,9 @@ def read_sblgnt(path: str | Path, *, tag_field: Literal["morph", "pos"] = "morph
             raise FormatError(path, n, f"word number {word} after {last_word}; expected increasing word numbers in a verse")
         last_word = word
         cur.append(f)
+        first_line = first_line or n
     flush()
+    _check_tags_differ(path, verses, first_line, f"{tag_field} column", "text column")
     return _nonempty(path, verses, "verse")
 
 
@@ -612,6 +717,7 @@ def parallel_unmatched(source_path: str | Path, target_path: str | Path) -> tupl
 # --------------------------------------------------------------------------------------------
 
 _VARIANT = re.compile(r"(.+)\(([0-9]+)\)")
+_CMU_COMMENT = re.compile(r"[ \t]#")  # a trailing comment: the first token after the word that starts with #
 
 
 def read_cmudict(path: str | Path) -> list[Pronunciation]:
@@ -621,6 +727,8 @@ def read_cmudict(path: str | Path) -> list[Pronunciation]:
     for n, s in _nonblank_lines(path):
         if s.startswith(("#", ";;;")):
             continue
+        comment = _CMU_COMMENT.search(s)
+        _check_spaces(path, n, s, "word and phonemes", comment.start() if comment else None)
         toks = _SPACES.split(s.strip(" \t"))
         for k in range(1, len(toks)):
             if toks[k].startswith("#"):
@@ -633,7 +741,8 @@ def read_cmudict(path: str | Path) -> list[Pronunciation]:
             if variant < 1:
                 raise FormatError(path, n, f"variant ({m.group(2)}); expected word(k) with k >= 1")
         if not phones:
-            raise FormatError(path, n, f"{word!r} has no phonemes; expected word PH1 PH2 ...")
+            raise FormatError(path, n, f"{word!r} has no phonemes; expected word PH1 PH2 ..."
+                                       + _separator_hint(s, "spaces or TABs"))
         stripped = []
         for p in phones:
             q = p[:-1] if p[-1] in "012" else p

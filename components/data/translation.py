@@ -65,6 +65,7 @@ import pyarrow.parquet as pq
 import sentencepiece as spm
 import torch
 
+from components.config import field_error
 from components.data.batching import bucket_indices
 from components.data.sampling import subsample_indices
 from components.data.store import PARALLEL
@@ -422,23 +423,28 @@ class TranslationConfig:
     max_dev_pairs: int = 0         # 0 = all; else a seeded subsample (after filtering)
 
     def __post_init__(self):
+        # the checks predate components.config.check_range; their wording is kept (tests match it),
+        # and field_error gives from_dict the key: normalisation.translation.data.max_source_len
         def int_at_least(name: str, lo: int) -> None:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"TranslationConfig.{name} must be an int >= {lo}, got {v!r}")
+                raise field_error(self, name, f"must be an int >= {lo}, got {v!r}",
+                                  message=f"TranslationConfig.{name} must be an int >= {lo}, got {v!r}")
         int_at_least("src_vocab_size", 4)     # 3 special ids + at least one piece
         int_at_least("tgt_vocab_size", 4)
         int_at_least("max_source_len", 1)
         int_at_least("max_target_len", 2)     # at least one token and eos
         int_at_least("len_b", 0)
-        int_at_least("max_train_pairs", 0)
+        int_at_least("max_train_pairs", 0)    # 0 = all
         int_at_least("max_dev_pairs", 0)
         a = self.len_a
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) or a < 0:
-            raise ValueError(f"TranslationConfig.len_a must be a finite number >= 0, got {a!r}")
+            raise field_error(self, "len_a", f"must be a finite number >= 0, got {a!r}",
+                              message=f"TranslationConfig.len_a must be a finite number >= 0, got {a!r}")
         if a + self.len_b <= 0:
-            raise ValueError("TranslationConfig: len_a + len_b must be > 0 (a one-subword source needs >= 1 "
-                             f"decoding step), got len_a={a}, len_b={self.len_b}")
+            detail = ("len_a + len_b must be > 0 (a one-subword source needs >= 1 decoding step), "
+                      f"got len_a={a}, len_b={self.len_b}")
+            raise field_error(self, "len_a", detail, message=f"TranslationConfig: {detail}")
 
 
 @dataclass

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from components.config import check_range
 from components.models.unet import UNet, UNetConfig
 from components.structures.gaussian_crf import (GCRFPotentials, GCRFSolveInfo, GCRFSolverConfig, gcrf_score,
                                                 gcrf_solve)
@@ -36,6 +37,9 @@ class GCRFConfig:
     unary: UNetConfig = field(default_factory=UNetConfig)             # the unary network
     pairwise: UNetConfig = field(default_factory=UNetConfig)          # the embedding network
     solver: GCRFSolverConfig = field(default_factory=GCRFSolverConfig)  # lam, CG iterations and tolerance
+
+    def __post_init__(self):
+        check_range(self, positive=("embedding_dim",))
 
 
 class GaussianCRF(nn.Module):

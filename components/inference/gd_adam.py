@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from components.config import check_range
 from components.energies.base import ChainEnergy
 from components.inference.base import InferenceResult, check
 from components.inference.gradient_descent import GDConfig, SeededStarts, initial_logits
@@ -42,10 +43,8 @@ class GDAdamConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if not (self.lr > 0 and self.iterations >= 0 and 0 <= self.betas[0] < 1 and 0 <= self.betas[1] < 1
-                and self.eps > 0 and self.init_std >= 0):
-            raise ValueError(f"GDAdamConfig: need lr > 0, iterations >= 0, betas in [0, 1), eps > 0, "
-                             f"init_std >= 0; got {self}")
+        check_range(self, positive=("lr", "eps"), nonnegative=("iterations", "init_std", "seed"),
+                    within={"betas": "[0, 1)"})
 
 
 class GradientDescentAdam:

@@ -66,6 +66,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from components.config import check_range, field_error
 from components.energies.base import ChainEnergy
 from components.inference.base import InferenceResult, check
 from components.inference.inference_net import warm_start_logits
@@ -87,6 +88,12 @@ class GDConfig:
     # saturates, a large learning rate sends every position to a vertex in one step where the
     # gradient vanishes, and GD stalls far from Viterbi (POS: ~40% accuracy instead of ~95%).
     init_std: float = 0.01
+
+    def __post_init__(self):
+        check_range(self, nonempty=("lrs", "checkpoints"), positive=("lrs", "restarts"),
+                    nonnegative=("checkpoints", "init_std"), within={"momentum": "[0, 1)"})
+        if any(b <= a for a, b in zip(self.checkpoints, self.checkpoints[1:])):
+            raise field_error(self, "checkpoints", f"must be strictly increasing, got {list(self.checkpoints)}")
 
 
 @dataclass
@@ -286,6 +293,10 @@ class GDInferenceConfig:
     momentum: float = 0.9
     init_std: float = 0.01          # near-uniform start; see GDConfig
     seed: int = 0
+
+    def __post_init__(self):
+        check_range(self, positive=("lr",), nonnegative=("iterations", "init_std", "seed"),
+                    within={"momentum": "[0, 1)"})
 
     def grid(self) -> GDConfig:
         cfg = GDConfig(lrs=(float(self.lr),), checkpoints=(int(self.iterations),), momentum=self.momentum,

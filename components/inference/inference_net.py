@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from components.config import check_range
 from components.energies.base import ChainEnergy, ChainPotentials, require
 from components.inference.base import InferenceResult, check
 
@@ -69,8 +70,7 @@ class InfNetTrainConfig:
     local_only: bool = False         # token CE only: the local baseline
 
     def __post_init__(self):
-        if not (self.lam >= 0 and math.isfinite(self.lam)):
-            raise ValueError(f"InfNetTrainConfig.lam must be finite and >= 0, got {self.lam}")
+        check_range(self, nonnegative=("lam",))
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,7 @@ class TailorConfig:
     method: Literal["vmap", "loop"] = "vmap"
 
     def __post_init__(self):
-        if self.n_steps < 0:
-            raise ValueError(f"TailorConfig.n_steps must be >= 0, got {self.n_steps}")
+        check_range(self, nonnegative=("n_steps", "grad_clip"), positive=("lr",), within={"momentum": "[0, 1)"})
         if self.optimizer not in ("sgd", "adam"):
             raise ValueError(f"TailorConfig.optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
         if self.method not in ("vmap", "loop"):

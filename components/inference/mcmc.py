@@ -78,6 +78,7 @@ from typing import Any, Literal, Protocol
 import torch
 from torch import Tensor
 
+from components.config import check_range
 from components.energies.base import ChainEnergy, ChainPotentials, Energy, conforms, require
 from components.registry import Registry
 
@@ -226,13 +227,13 @@ def repeat_batch(batch: Any, times: int, batch_size: int) -> Any:
 _INITS = ("uniform", "zeros")
 
 
-def _check_common(name: str, seed: int, init: str, temperature: float) -> None:
-    if init not in _INITS:
-        raise ValueError(f"{name}.init must be one of {_INITS}, got {init!r}")
-    if not (temperature > 0 and math.isfinite(temperature)):
-        raise ValueError(f"{name}.temperature must be finite and > 0, got {temperature}")
-    if not isinstance(seed, int):
-        raise ValueError(f"{name}.seed must be an int, got {seed!r}")
+def _check_common(cfg: Any) -> None:
+    name = type(cfg).__name__
+    if cfg.init not in _INITS:
+        raise ValueError(f"{name}.init must be one of {_INITS}, got {cfg.init!r}")
+    if not isinstance(cfg.seed, int):
+        raise ValueError(f"{name}.seed must be an int, got {cfg.seed!r}")
+    check_range(cfg, positive=("temperature",), nonnegative=("seed",))
 
 
 def _resolve_mask(energy: Any, batch: Any, p: ChainPotentials | None, mask: Tensor | None, who: str) -> Tensor:
@@ -358,7 +359,7 @@ class GibbsChainConfig:
     scan: Literal["systematic", "random"] = "systematic"
 
     def __post_init__(self):
-        _check_common("GibbsChainConfig", self.seed, self.init, self.temperature)
+        _check_common(self)
         if self.scan not in ("systematic", "random"):
             raise ValueError(f"GibbsChainConfig.scan must be 'systematic' or 'random', got {self.scan!r}")
 
@@ -407,9 +408,8 @@ class MHUniformConfig:
     use_potentials: bool = True                 # ChainEnergy: evaluate E from potentials computed once
 
     def __post_init__(self):
-        _check_common("MHUniformConfig", self.seed, self.init, self.temperature)
-        if self.n_labels < 0:
-            raise ValueError(f"MHUniformConfig.n_labels must be >= 0, got {self.n_labels}")
+        _check_common(self)
+        check_range(self, nonnegative=("n_labels",))        # n_labels 0: from the potentials / energy
 
 
 class MHUniform(_Base):

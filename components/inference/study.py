@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from components.config import ResourcesConfig
+from components.config import ResourcesConfig, check_range, field_error
 from components.data.batching import TaggingDataset
 from components.data.sampling import subsample_indices
 from components.inference.evaluate import evaluate_inference
@@ -36,6 +36,14 @@ from components.models.lm import LMConfig
 class GDGridConfig(GDConfig):
     """The paper's GD grid (:class:`GDConfig`) plus a per-task cap on N for large label sets."""
     max_iterations: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, nonnegative=("max_iterations",))          # 0 = no cap
+        for task, cap in self.max_iterations.items():
+            if 0 < cap < self.checkpoints[0]:
+                raise field_error(self, f"max_iterations.{task}", f"must be 0 (no cap) or >= the first checkpoint "
+                                  f"{self.checkpoints[0]} (else no checkpoint is left), got {cap}")
 
     def for_task(self, task: str) -> GDConfig:
         """The grid run on ``task``: checkpoints above its cap dropped."""
@@ -53,6 +61,9 @@ class TunedConfig:
     tune_key: str
     values: tuple[Any, ...]
     config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_range(self, nonempty=("rows", "values"))
 
 
 def _default_tuned() -> dict[str, TunedConfig]:
@@ -85,6 +96,10 @@ class ApproxStudyConfig:
     lm_epochs: int = 5
     energy_dir: str = "models/energy"
     infnet_dir: str = "models/infnet"
+
+    def __post_init__(self):
+        check_range(self, positive=("batch_size", "shard_size", "speed_batch_sizes", "lm_epochs"),
+                    nonnegative=("max_test_sentences", "max_dev_sentences"))      # 0 = the whole split
 
 
 def subset(ds: TaggingDataset, n: int, seed: int) -> TaggingDataset:

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from components.config import check_range
+
 
 @dataclass(frozen=True)
 class BLSTMConfig:
@@ -31,6 +33,10 @@ class BLSTMConfig:
     char_filters: int = 0      # > 0: a char CNN with this many filters (BLSTM-CRF+ uses 30)
     char_dim: int = 30
     char_width: int = 3
+
+    def __post_init__(self):
+        check_range(self, positive=("hidden", "layers", "embedding_dim", "char_dim", "char_width"),
+                    nonnegative=("char_filters",), within={"dropout": "[0, 1)"})
 
 
 class WordEmbedding(nn.Module):

@@ -54,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from components.config import check_range
 from components.models.encoders import BLSTMConfig, BLSTMTagger, CharCNN, WordEmbedding
 
 __all__ = ["InfNetConfig", "plus_config", "CNNInfNet", "BLSTMInfNet", "Seq2SeqInfNet", "INFNETS",
@@ -77,16 +78,11 @@ class InfNetConfig:
     def __post_init__(self):
         if self.arch not in INFNET_ARCHS:
             raise ValueError(f"InfNetConfig.arch must be one of {INFNET_ARCHS}, got {self.arch!r}")
-        for name in ("hidden", "layers", "embedding_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"InfNetConfig.{name} must be >= 1, got {getattr(self, name)}")
+        check_range(self, positive=("hidden", "layers", "embedding_dim"), nonnegative=("char_filters",),
+                    within={"dropout": "[0, 1)"})
         if not self.cnn_widths or any(w < 1 or w % 2 == 0 for w in self.cnn_widths):
             raise ValueError(f"InfNetConfig.cnn_widths must be odd positive window widths (2n+1), "
                              f"got {self.cnn_widths}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"InfNetConfig.dropout must be in [0, 1), got {self.dropout}")
-        if self.char_filters < 0:
-            raise ValueError(f"InfNetConfig.char_filters must be >= 0, got {self.char_filters}")
         if self.seq2seq_feed not in ("soft", "hard"):
             raise ValueError(f"InfNetConfig.seq2seq_feed must be 'soft' or 'hard', got {self.seq2seq_feed!r}")
 

@@ -20,6 +20,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from components.config import check_range
+
 ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "none": nn.Identity}
 
 
@@ -30,6 +32,9 @@ class LeNetConfig:
     kernel: int = 5
     hidden: int = 140
     last_activation: Literal["relu", "sigmoid", "none"] = "relu"
+
+    def __post_init__(self):
+        check_range(self, positive=("conv1", "conv2", "kernel", "hidden"))
 
 
 class LeNetUnary(nn.Module):

@@ -17,12 +17,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from components.config import check_range
+
 
 @dataclass(frozen=True)
 class LMConfig:
     dim: int = 32
     hidden: int = 64
     dropout: float = 0.2
+
+    def __post_init__(self):
+        check_range(self, positive=("dim", "hidden"), within={"dropout": "[0, 1)"})
 
 
 class LSTMLM(nn.Module):

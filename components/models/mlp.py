@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from components.config import check_range
 from components.models.encoders import CharCNN, WordEmbedding
 
 _ACTIVATIONS = ("none", "relu", "sigmoid")
@@ -44,6 +45,11 @@ class MLPUnaryConfig:
     dropout: float = 0.0
     last_activation: Literal["none", "relu", "sigmoid"] = "none"
     freeze_embeddings: bool = False  # True: keep the word embeddings (e.g. GloVe rows) fixed
+
+    def __post_init__(self):
+        # feat_dim 0 is allowed without feature columns (the model checks it against the data)
+        check_range(self, positive=("word_dim", "char_dim", "char_width", "hidden"),
+                    nonnegative=("char_filters", "feat_dim"), within={"dropout": "[0, 1)"})
 
 
 class MLPUnary(nn.Module):

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from components.config import check_range
 from components.inference.beam import NORMALISATIONS, BeamState, check_mask, step_scores
 from components.models.encoders import WordEmbedding
 
@@ -38,11 +39,7 @@ class Seq2SeqTaggerConfig:
     normalisation: Literal["local", "global"] = "local"
 
     def __post_init__(self):
-        for name in ("embedding_dim", "hidden", "label_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"seq2seq tagger: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"seq2seq tagger: dropout must be in [0, 1), got {self.dropout}")
+        check_range(self, positive=("embedding_dim", "hidden", "label_dim"), within={"dropout": "[0, 1)"})
         if self.encoder not in ("blstm", "lstm"):
             raise ValueError(f"seq2seq tagger: encoder must be blstm or lstm, got {self.encoder!r}")
         if self.init not in ("encoder", "zeros"):

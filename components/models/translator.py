@@ -37,6 +37,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import nn
 
+from components.config import check_range
 from components.inference.beam import NORMALISATIONS, BeamState, check_beam_size, step_scores
 
 
@@ -49,12 +50,7 @@ class TranslatorConfig:
     normalisation: Literal["local", "global"] = "local"
 
     def __post_init__(self):
-        for name in ("embedding_dim", "hidden", "attention_dim"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"translator: {name} must be an integer >= 1, got {v!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"translator: dropout must be in [0, 1), got {self.dropout}")
+        check_range(self, positive=("embedding_dim", "hidden", "attention_dim"), within={"dropout": "[0, 1)"})
         if self.normalisation not in NORMALISATIONS:
             raise ValueError(f"translator: normalisation must be one of {NORMALISATIONS}, got {self.normalisation!r}")
 

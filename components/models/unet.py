@@ -26,6 +26,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from components.config import check_range
+
 __all__ = ["UNet", "UNetConfig"]
 
 
@@ -34,6 +36,9 @@ class UNetConfig:
     depth: int = 2            # number of 2x2 max-pool steps (encoder levels - 1)
     width: int = 16           # channels at full resolution; doubled at each coarser level
     batch_norm: bool = True   # BatchNorm after every 3x3 convolution
+
+    def __post_init__(self):
+        check_range(self, nonnegative=("depth",), positive=("width",))     # depth 0: no pooling
 
 
 class _Block(nn.Sequential):

@@ -75,6 +75,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from components.config import check_range
+
 __all__ = [
     "GCRFPotentials",
     "GCRFSolveInfo",
@@ -95,6 +97,9 @@ class GCRFSolverConfig:
     lam: float = 1.0          # the lam of eq. 9 (> 0); the solver adds ||A||_F^2 (module doc)
     max_iter: int = 100       # CG iterations, forward and backward each
     tol: float = 1e-5         # stop when ||r|| <= tol ||b|| for every example of the batch
+
+    def __post_init__(self):
+        check_range(self, positive=("lam", "max_iter"), nonnegative=("tol",))    # tol 0: max_iter steps
 
 
 @dataclass

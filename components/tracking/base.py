@@ -11,16 +11,36 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, runtime_checkable
 
 
+DVC_TEMP_WORKSPACES = (".dvc", "tmp", "exps")    # where ``dvc exp run --temp`` and queued experiments run
+
+
+def store_root(root: str | Path = ".") -> Path:
+    """The folder that holds the embedded MLflow store: ``root`` itself, or — when ``root`` is one of
+    DVC's temporary experiment workspaces (``<repo>/.dvc/tmp/exps/<tmp>/``, deleted after the run) —
+    the main repository ``<repo>``, so those runs are not lost with the workspace."""
+    path = Path(root).resolve()
+    parts = path.parts
+    n = len(DVC_TEMP_WORKSPACES)
+    for i in range(len(parts) - n):
+        if parts[i:i + n] == DVC_TEMP_WORKSPACES:
+            main = Path(*parts[:i])
+            if not (main / ".dvc").is_dir():
+                raise RuntimeError(f"{path} looks like a DVC temporary workspace, but {main} is not a DVC "
+                                   f"repository: set MLFLOW_TRACKING_URI to say where runs are logged")
+            return main
+    return path
+
+
 def default_tracking_uri(root: str | Path = ".") -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else the embedded store: ``sqlite:///<root>/mlflow.db``."""
+    """``MLFLOW_TRACKING_URI`` if set, else the embedded store ``sqlite:///<store_root(root)>/mlflow.db``."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return env
-    return f"sqlite:///{Path(root).resolve() / 'mlflow.db'}"
+    return f"sqlite:///{store_root(root) / 'mlflow.db'}"
 
 
 def default_artifact_root(root: str | Path = ".") -> str:
-    return (Path(root).resolve() / "mlartifacts").as_uri()
+    return (store_root(root) / "mlartifacts").as_uri()
 
 
 @runtime_checkable
@@ -36,6 +56,8 @@ class Tracker(Protocol):
     def log_figure(self, figure: Any, name: str) -> None: ...
     def set_tags(self, tags: dict[str, str]) -> None: ...
     def ensure_experiment(self) -> str: ...
+    def close_running(self, tags: dict[str, str], status: str = "KILLED") -> list[str]: ...
+    # end every RUNNING run carrying all of ``tags`` with ``status`` -> their ids
 
 
 class NullTracker:
@@ -49,12 +71,19 @@ class NullTracker:
 
     @contextlib.contextmanager
     def start_run(self, name, *, parent_run_id=None, tags=None) -> Iterator[str]:
-        run = {"id": f"null-{len(self.runs)}", "name": name, "parent": parent_run_id,
+        run = {"id": f"null-{len(self.runs)}", "name": name, "parent": parent_run_id, "status": "RUNNING",
                "params": {}, "metrics": {}, "artifacts": [], "tags": dict(tags or {})}
         self.runs.append(run)
         self._stack.append(run)
         try:
             yield run["id"]
+            run["status"] = "FINISHED"
+        except KeyboardInterrupt:
+            run["status"] = "KILLED"
+            raise
+        except BaseException:
+            run["status"] = "FAILED"
+            raise
         finally:
             self._stack.pop()
 
@@ -80,6 +109,14 @@ class NullTracker:
 
     def ensure_experiment(self) -> str:
         return "0"
+
+    def close_running(self, tags, status="KILLED"):
+        ids = []
+        for run in self.runs:
+            if run["status"] == "RUNNING" and run not in self._stack and all(run["tags"].get(k) == v for k, v in tags.items()):
+                run["status"] = status
+                ids.append(run["id"])
+        return ids
 
 
 def make_tracker(kind: str, experiment_name: str, root: str | Path = ".") -> Tracker:

@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from components.config import check_range
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -28,6 +30,12 @@ class TrainConfig:
     min_delta: float = 0.0     # a dev score must beat the best by more than this to count as progress
     lr_patience: int = 0       # > 0: ReduceLROnPlateau (mode max, threshold min_delta absolute)
     lr_factor: float = 0.1
+
+    def __post_init__(self):
+        # patience 0 would stop before the first epoch (an empty history)
+        check_range(self, positive=("lr", "epochs", "patience", "batch_size"),
+                    nonnegative=("grad_clip", "weight_decay", "min_delta", "lr_patience"),
+                    within={"lr_factor": "(0, 1)"})
 
 
 @dataclass

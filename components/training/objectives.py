@@ -37,6 +37,7 @@ from typing import Any, Callable, Protocol
 import torch
 import torch.nn.functional as F
 
+from components.config import check_range
 from components.energies.base import ChainPotentials
 from components.structures import linear_chain, mean_field
 
@@ -124,8 +125,7 @@ class MeanFieldCEConfig:
     predict_iters: int = 50    # iterations at prediction (mean_field's default)
 
     def __post_init__(self):
-        if self.n_iters < 1 or self.predict_iters < 1:
-            raise ValueError(f"mean_field_ce: n_iters and predict_iters must be >= 1, got {self}")
+        check_range(self, positive=("n_iters", "predict_iters"))
 
 
 def make_nll(cfg: Any) -> ChainObjective:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import torch
 from torch import nn
 
+from components.config import check_range
 from components.registry import NoConfig, Registry
 
 SCALINGS = Registry("scaling method")
@@ -63,8 +64,7 @@ def ratio_regulariser(p: Any, alpha: float, lam: float, eps: float = 1e-8) -> to
 
 
 def _positive_alpha(cfg: Any, name: str) -> None:
-    if not cfg.alpha > 0:
-        raise ValueError(f"scaling {name}: alpha must be > 0, got {cfg.alpha}")
+    check_range(cfg, positive=("alpha",))
 
 
 # -- configs: each holds only what its method uses ---------------------------------------------
@@ -87,10 +87,8 @@ class OnlineConfig:
 
     def __post_init__(self):
         _positive_alpha(self, "online")
-        if self.grid_lo > self.grid_hi:
-            raise ValueError(f"scaling online grid: grid_lo {self.grid_lo} > grid_hi {self.grid_hi}")
-        if not 0 < self.subset_fraction <= 1:
-            raise ValueError(f"scaling online: subset_fraction must be in (0, 1], got {self.subset_fraction}")
+        check_range(self, positive=("grid_base", "subset_max"), within={"subset_fraction": "(0, 1]"},
+                    ordered=[("grid_lo", "<=", "grid_hi")])
 
     def grid(self) -> list[float]:
         return [float(self.grid_base) ** t for t in range(self.grid_lo, self.grid_hi + 1)]
@@ -106,6 +104,7 @@ class OfflineConfig:
 
     def __post_init__(self):
         _positive_alpha(self, "offline")
+        check_range(self, nonnegative=("eps",))
 
 
 @dataclass(frozen=True)
@@ -116,6 +115,7 @@ class OfflineRegConfig:
 
     def __post_init__(self):
         _positive_alpha(self, "offline_reg")
+        check_range(self, nonnegative=("reg_lambda", "eps"))
 
 
 @dataclass(frozen=True)

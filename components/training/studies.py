@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from components.config import ConfigError
+from components.config import ConfigError, check_range
 from components.data.grids import GridSet, read_grids
 from components.data.ocr import cv_split, read_ocr_words, subsample
 from components.data.sampling import subsample_indices
@@ -66,6 +66,9 @@ class StudyTaskConfig:
     procedure: ProcedureConfig = ProcedureConfig()
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)   # SCALINGS name -> its config
 
+    def __post_init__(self):
+        check_range(self, positive=("fixed_alphas",))
+
     def scaling(self, name: str, where: str = "methods") -> Any:
         """The config of scaling method ``name``: ``methods[name]`` read strictly over its defaults."""
         SCALINGS.check(name, where)
@@ -82,6 +85,11 @@ class OcrStudyConfig(StudyTaskConfig):
     model: LeNetConfig = LeNetConfig()
     pairwise_init_std: float = 0.1
 
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, nonnegative=("select_fold", "test_folds", "max_train_words", "max_dev_words",
+                                       "pairwise_init_std"))
+
 
 @dataclass(frozen=True)
 class TaggingStudyConfig(StudyTaskConfig):
@@ -90,6 +98,10 @@ class TaggingStudyConfig(StudyTaskConfig):
     model: MLPUnaryConfig = MLPUnaryConfig()
     pairwise_init_std: float = 0.1
 
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, nonnegative=("max_train_sentences", "pairwise_init_std"))    # 0 = all
+
 
 @dataclass(frozen=True)
 class GridStudyConfig(StudyTaskConfig):
@@ -97,6 +109,10 @@ class GridStudyConfig(StudyTaskConfig):
     dev_fraction: float = 0.2                       # of the training grids, seeded
     ignore_label: int = 0                           # left out of the metric (background)
     model: GCRFConfig = GCRFConfig()
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, within={"dev_fraction": "(0, 1)"})
 
 
 @dataclass(frozen=True)
@@ -111,6 +127,9 @@ class ScalingStudyConfig:
     snakes: GridStudyConfig = GridStudyConfig()
     report_dir: str = "reports/shevchenko_osokin"
     report_objective: str = "marginal_ce"           # the objective of figures 1a-1c
+
+    def __post_init__(self):
+        check_range(self, nonnegative=("seeds",), positive=("eval_batch_size",))
 
     def task(self, kind: str) -> "StudyTask":
         """The built ``STUDY_TASKS`` entry ``kind`` with its config from this section."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from components.config import load_section
+from components.config import check_range, load_section
 from components.io import write_text
 from components.metrics.timing import time_call
 from components.structures import linear_chain
@@ -46,6 +46,10 @@ class KernelBenchConfig:
     torch_struct_max_labels: int = 64      # its L^3 parallel scan does not fit beyond this on 24 GiB
     seed: int = 0
 
+    def __post_init__(self):
+        check_range(self, positive=("batch", "length", "labels", "repeats"),
+                    nonnegative=("torch_struct_max_labels", "seed"))
+
 
 @dataclass(frozen=True)
 class OracleBenchConfig:
@@ -53,6 +57,9 @@ class OracleBenchConfig:
     energy: str = "blstm_crf_plus"
     instances: int = 8                      # the naive loop costs ~15 s per instance on 2 cores
     energy_dir: str = "models/energy"
+
+    def __post_init__(self):
+        check_range(self, positive=("instances",))
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,8 @@ class BeamBenchConfig:
         if self.sentences < 1 or self.batch_size < 1 or self.decode_batch_size < 1 or self.train_batches < 0:
             raise ValueError("bench.beam: sentences, batch_size and decode_batch_size must be >= 1, "
                              "train_batches >= 0")
+        check_range(self, positive=("lr", "min_repeats", "time_cap_s", "decode_target"), nonnegative=("tol", "seed"),
+                    ordered=[("min_repeats", "<=", "max_repeats")])
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,9 @@ class BenchConfig:
     oracle: OracleBenchConfig = field(default_factory=OracleBenchConfig)
     beam: BeamBenchConfig = field(default_factory=BeamBenchConfig)
     report: str = "plots/bench/kernels.md"
+
+    def __post_init__(self):
+        check_range(self, positive=("threads",))          # torch.set_num_threads needs >= 1
 
 
 OPS = ("log_partition", "marginals", "viterbi")

@@ -4,6 +4,12 @@
 (resolving ``base.scale``), opens one tracker run named after the stage, logs the stage's params
 section, calls ``run(params, ctx)``, logs the returned metrics and writes them atomically to
 ``metrics/<stage>.json`` for ``dvc metrics``.
+
+Around that (``flows.lifecycle``): the stage holds its lock (a second concurrent run is refused),
+closes the RUNNING runs an earlier killed run of it left behind, and aborts on SIGINT/SIGTERM or
+when ``dvc repro`` dies — its runs end KILLED, the Ray workers stop, nothing is written, and the
+exit status is 128 + the signal. Its sweeps keep their trial folders in ``.ray_results/<stage>``
+until it succeeds, so a re-run after an interrupt resumes them.
 """
 from __future__ import annotations
 
@@ -13,15 +19,18 @@ import logging
 import math
 import os
 import sys
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from components.config import (BaseConfig, ConfigError, flatten, get_dotted, load_params, load_section, resolve_scale,
-                               set_dotted)
+from components.config import (BaseConfig, ConfigError, flatten, get_dotted, load_params, load_section, resolve_device,
+                               resolve_scale, set_dotted)
 from components.io import write_json
 from components.tracking import Tracker, make_tracker
+from flows.lifecycle import StageInterrupted, install_signal_handlers, ray_storage, stage_lock, watch_parent, work_dir
+from flows.sweeps import shutdown_ray
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -34,10 +43,30 @@ class StageContext:
     tracker: Tracker
     run_id: str
     stage: str
+    task: str | None = None             # the one task of a foreach stage's run
 
     def path(self, p: str | Path) -> Path:
         p = Path(p)
         return p if p.is_absolute() else self.root / p
+
+    @property
+    def name(self) -> str:
+        """``<stage>`` or ``<stage>@<task>``: the lock, the MLflow run and the Ray folder's name."""
+        return stage_name(self.stage, self.task)
+
+    @property
+    def ray_storage(self) -> Path:
+        """Where this stage's sweeps keep their trial folders (removed when the stage succeeds)."""
+        return ray_storage(self.root, self.name)
+
+    @property
+    def work(self) -> Path:
+        """The stage's private working folder (``flows.lifecycle.work_dir``), not a DVC output."""
+        return work_dir(self.root, self.name)
+
+
+def stage_name(stage: str, task: str | None) -> str:
+    return stage if task is None else f"{stage}@{task}"
 
 
 def numeric(d: dict[str, Any]) -> dict[str, float]:
@@ -73,20 +102,33 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
     if task is not None:
         params = for_task(params, stage, task)
     base = load_section(BaseConfig, "base", params)
+    resolve_device(base.device)          # an unusable device fails here, before any work
     if base.threads > 0:
         import torch
         torch.set_num_threads(base.threads)
-    tracker = tracker or make_tracker(base.tracker, base.experiment, root)
-    tracker.ensure_experiment()
-    t0 = time.perf_counter()
+    name = stage_name(stage, task)
     tags = {"stage": stage} if task is None else {"stage": stage, "task": task}
-    with tracker.start_run(stage if task is None else f"{stage}@{task}", tags=tags) as run_id:
-        tracker.log_params(flatten({"base": params.get("base") or {}, stage: params.get(stage) or {}}))
-        ctx = StageContext(root=root, base=base, tracker=tracker, run_id=run_id, stage=stage)
-        metrics = run(params, ctx)
-        metrics["stage_seconds"] = round(time.perf_counter() - t0, 3)
-        tracker.log_metrics(numeric(metrics))
-    write_json(metrics_path(root, stage, task), metrics)
+    with stage_lock(root, name):
+        tracker = tracker or make_tracker(base.tracker, base.experiment, root)
+        tracker.ensure_experiment()
+        stale = tracker.close_running(tags, status="KILLED")
+        if stale:
+            logging.getLogger(__name__).warning("%s: closed %d run(s) an earlier, killed run of it left RUNNING",
+                                                name, len(stale))
+        t0 = time.perf_counter()
+        try:
+            with tracker.start_run(name, tags=tags) as run_id:
+                tracker.log_params(flatten({"base": params.get("base") or {}, stage: params.get(stage) or {}}))
+                ctx = StageContext(root=root, base=base, tracker=tracker, run_id=run_id, stage=stage, task=task)
+                metrics = run(params, ctx)
+                metrics["stage_seconds"] = round(time.perf_counter() - t0, 3)
+                tracker.log_metrics(numeric(metrics))
+        except BaseException as e:       # the trials' and sweeps' runs this stage left open end with it
+            shutdown_ray()                # stop the trials still running before closing their runs
+            tracker.close_running(tags, status="KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
+            raise
+        write_json(metrics_path(root, stage, task), metrics)
+        shutil.rmtree(ray_storage(root, name), ignore_errors=True)    # finished: nothing left to resume
     return metrics
 
 
@@ -104,8 +146,20 @@ def main(stage: str, argv: list[str] | None = None) -> None:
                                                  "metrics go to metrics/<stage>/<task>.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_signal_handlers()
+    watch_parent()
     try:
-        run_stage(stage, run, load_params(args.params), args.root, task=args.task)
+        params = load_params(args.params)
+        if stage not in params:
+            raise ConfigError(f"{args.params}: no '{stage}' section (the settings of the stage being run)")
+        run_stage(stage, run, params, args.root, task=args.task)
+    except StageInterrupted as e:
+        print(f"{stage}: {e}; nothing was recorded as finished. Running the stage again resumes its "
+              f"sweeps from .ray_results/ (`make clean-runs` discards them).", file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
+    except KeyboardInterrupt:
+        print(f"{stage}: interrupted; nothing was recorded as finished.", file=sys.stderr)
+        raise SystemExit(130) from None
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         raise SystemExit(1) from e

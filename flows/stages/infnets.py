@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import checkpoints
+from components.config import check_range
 from components.recipes import recipe
 from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference
@@ -33,6 +34,10 @@ class InfNetStageConfig(TaskSweepConfig):
     lam: float = 1.0
     anneal_lambda: bool = False
     energy_dir: str = "models/energy"
+
+    def __post_init__(self):
+        super().__post_init__()                       # TaskSweepConfig's checks
+        check_range(self, nonnegative=("lam",))
 
 
 def _variants(cfg: InfNetStageConfig) -> tuple[str, ...]:

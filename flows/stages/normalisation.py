@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.config import BaseConfig, ConfigError, ResourcesConfig, from_dict, load_section, resolve_device
+from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_range, from_dict, load_section,
+                               resolve_device)
 from components.data.tasks import load_tagging_task
 from components.data.translation import TranslationConfig, load_translation_task
 from components.inference import INFERENCE
@@ -55,6 +56,7 @@ from components.reports.goyal_2019 import write_report
 from components.training import OBJECTIVES
 from components.training.loop import TrainConfig, fit
 from components.training.normalisation import log_z_stats
+from flows.lifecycle import work_dir
 from flows.stages.common import StageContext, main
 from flows.sweeps import copy_checkpoint, epoch_bar
 from flows.tuning import check_space, objective_config, run_grid, suggest
@@ -85,6 +87,9 @@ class TaggingPart:
     finetune: TrainConfig = TrainConfig(lr=0.001, epochs=3, patience=2, batch_size=64)
     space: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def __post_init__(self):
+        check_range(self, positive=("beam_size",), nonnegative=("lam", "max_train_sentences", "max_dev_sentences"))
+
 
 @dataclass(frozen=True)
 class SSVariant:
@@ -106,6 +111,9 @@ class TranslationPart:
     ss: dict[str, SSVariant] = field(default_factory=dict)
     min_bleu: float = 5.0             # a row below this dev BLEU is marked "did not train" (no verdicts on noise)
 
+    def __post_init__(self):
+        check_range(self, positive=("beam_size",), nonnegative=("lam", "examples"), within={"min_bleu": "[0, 100]"})
+
 
 @dataclass(frozen=True)
 class NormalisationConfig:
@@ -121,6 +129,10 @@ class NormalisationConfig:
     search: SearchConfig = SearchConfig()
     tagging: TaggingPart = TaggingPart()
     translation: TranslationPart = TranslationPart()
+
+    def __post_init__(self):
+        check_range(self, positive=("max_concurrent", "eval_batch_size", "decode_alpha"),
+                    nonnegative=("seeds",))
 
 
 # -- configuration -----------------------------------------------------------------------------------
@@ -199,7 +211,7 @@ class _Translation:
     def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str):
         self.p, self.encoder, self.device, self.cfg = cfg.translation, encoder, device, cfg
         self.task = load_translation_task(root / base.prepared_dir / "greek_english",
-                                          vocab_dir(root / cfg.models_dir), self.p.data, seed=base.seed)
+                                          vocab_dir(work_dir(root, "normalisation")), self.p.data, seed=base.seed)
         dev = self.task.dev
         n = self.p.data.max_dev_pairs
         self.dev_tuning = dev.subset(np.arange(min(len(dev), n))) if n else dev
@@ -223,6 +235,8 @@ class _Translation:
 
 
 def vocab_dir(models: Path) -> Path:
+    """The subword vocabularies: in the stage's working folder during the run (``models`` =
+    ``work_dir``), beside the models at its end."""
     return models / "translation" / "vocab"
 
 
@@ -236,7 +250,8 @@ def _decoder(name: str, k: int, alpha: float) -> Any:
 
 
 def _warm(models: Path, part: str, encoder: str, init: str, seed: int) -> Path:
-    """Where the initialiser of (part, encoder, init, seed) waits for the search-aware trials."""
+    """Where the initialiser of (part, encoder, init, seed) waits for the search-aware trials: in the
+    stage's working folder during the run, beside the models at its end."""
     return models / part / "warm_start" / f"{encoder}.{init}.seed{seed}"
 
 
@@ -268,7 +283,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     else:
         objective_name, base_obj = cfg.search.objective, cfg.search.config
         space, optim, tune_on = cfg.search.space, p.finetune, "beam"
-        warm = _warm(rootp / cfg.models_dir, part_name, encoder, row, seed) / "model.pt"
+        warm = _warm(work_dir(rootp, "normalisation"), part_name, encoder, row, seed) / "model.pt"
         if not warm.exists():
             raise FileNotFoundError(f"{warm}: the initialiser this trial starts from (grid 'pretrain' runs first)")
     n_batches = -(-len(train_ds) // optim.batch_size)
@@ -437,15 +452,21 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     models = ctx.path(cfg.models_dir)
     mt = None
     if cfg.translation.enabled:                       # the subword vocabularies, once, before the trials
-        mt = load_translation_task(prepared / "greek_english", vocab_dir(models), cfg.translation.data, seed=ctx.base.seed)
+        mt = load_translation_task(prepared / "greek_english", vocab_dir(ctx.work), cfg.translation.data, seed=ctx.base.seed)
     pre_grid, search_grid = _grids(cfg)
     pre = run_grid(ctx, params, trial, "pretrain", pre_grid, max_concurrent=cfg.max_concurrent, resources=cfg.resources)
+    warm = [r["run"] for r in pre if r["run"]["row"] in INITS]
     for r in pre:
         if r["run"]["row"] in INITS:
             run_ = r["run"]
-            copy_checkpoint(Path(r["checkpoint"]), _warm(models, run_["part"], run_["encoder"], run_["row"], run_["seed"]))
+            copy_checkpoint(Path(r["checkpoint"]), _warm(ctx.work, run_["part"], run_["encoder"], run_["row"], run_["seed"]))
     search = run_grid(ctx, params, trial, "search", search_grid, max_concurrent=cfg.max_concurrent,
                       resources=cfg.resources)
+    for w in warm:                                    # every grid finished: what the trials started from joins the models
+        key = (w["part"], w["encoder"], w["row"], w["seed"])
+        copy_checkpoint(_warm(ctx.work, *key), _warm(models, *key))
+    if mt is not None:
+        copy_checkpoint(vocab_dir(ctx.work), vocab_dir(models))
 
     metrics: dict[str, Any] = {}
     curves: dict[str, dict[str, Any]] = {"tagging": {}, "translation": {}}

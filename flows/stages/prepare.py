@@ -14,28 +14,39 @@ files are exactly as before. A sentence without a requested feature is an error 
 and the sentence.
 The non-tagging corpora (OCR letters, snakes, CMU dict, Greek->English verse pairs) are written
 as Parquet too, with their official splits/folds where they exist.
+
+Every raw file is checked against its SHA-256 in ``components/data/checksums.json`` before it is
+read (:class:`~components.data.prepare.RawFiles`, each file hashed once per run): a changed file
+stops the stage with an error naming it and both sums. Files without a recorded sum (user
+corpora) are read unchecked; the stage logs them as a warning and counts them in the metric
+``unverified_files`` (present only when there are any).
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from components.config import load_section
 from components.data import readers, splits, store
+from components.data.fetch import load_checksums
 from components.data.glove import load_glove, match_glove
-from components.data.prepare import (PrepareConfig, TaggingTaskConfig, check_features, check_prepare_config,
+from components.data.prepare import (PrepareConfig, RawFiles, TaggingTaskConfig, check_features, check_prepare_config,
                                      read_task)
 from components.data.vocab import build_label_vocab, build_vocab, write_vocabs
 from components.io import write_json
 from flows.stages.common import StageContext, main
 
+log = logging.getLogger(__name__)
+
 
 def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext,
-                 glove: tuple[dict[str, int], np.ndarray] | None) -> dict[str, Any]:
+                 glove: tuple[dict[str, int], np.ndarray] | None, raw: RawFiles) -> dict[str, Any]:
     features = tuple(cfg.features)
-    parts = read_task(task, cfg, pcfg, ctx.path, ctx.base.seed)
+    parts = read_task(task, cfg, pcfg, lambda p: raw.check(ctx.path(p)), ctx.base.seed)
     check_features(task, features, parts)
     out_dir = ctx.path(ctx.base.prepared_dir) / task
     metrics: dict[str, Any] = {}
@@ -73,8 +84,8 @@ def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: St
     return metrics
 
 
-def prepare_ocr(ctx: StageContext) -> dict[str, Any]:
-    words = readers.read_ocr_letters(ctx.path(ctx.base.raw_dir) / "ocr_letters" / "letters.pickle")
+def prepare_ocr(ctx: StageContext, raw: RawFiles) -> dict[str, Any]:
+    words = readers.read_ocr_letters(raw.file("ocr_letters/letters.pickle"))
     n = store.write_table(ctx.path(ctx.base.prepared_dir) / "ocr_letters" / "letters.parquet", {
         "word_id": [w.word_id for w in words], "fold": [w.fold for w in words],
         "labels": [w.labels.astype(np.int8).tolist() for w in words],
@@ -83,8 +94,8 @@ def prepare_ocr(ctx: StageContext) -> dict[str, Any]:
             "folds": len({w.fold for w in words})}
 
 
-def prepare_snakes(ctx: StageContext) -> dict[str, Any]:
-    data = readers.read_snakes(ctx.path(ctx.base.raw_dir) / "snakes" / "snakes.pickle")
+def prepare_snakes(ctx: StageContext, raw: RawFiles) -> dict[str, Any]:
+    data = readers.read_snakes(raw.file("snakes/snakes.pickle"))
     out = {}
     for part, examples in data.items():
         xs = [np.asarray(e.x) for e in examples]
@@ -95,8 +106,8 @@ def prepare_snakes(ctx: StageContext) -> dict[str, Any]:
     return out
 
 
-def prepare_cmudict(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
-    entries = readers.read_cmudict(ctx.path(ctx.base.raw_dir) / "cmudict" / "cmudict.dict")
+def prepare_cmudict(pcfg: PrepareConfig, ctx: StageContext, raw: RawFiles) -> dict[str, Any]:
+    entries = readers.read_cmudict(raw.file("cmudict/cmudict.dict"))
     # split by word, so that the variants of one word stay in one split
     by_word: dict[str, list] = {}
     for e in entries:
@@ -111,9 +122,8 @@ def prepare_cmudict(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
     return out
 
 
-def prepare_parallel(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
-    raw = ctx.path(ctx.base.raw_dir)
-    pairs = readers.read_parallel(raw / "sblgnt" / "SBLGNT.tsv", raw / "bsb" / "nt_BSB.tsv")
+def prepare_parallel(pcfg: PrepareConfig, ctx: StageContext, raw: RawFiles) -> dict[str, Any]:
+    pairs = readers.read_parallel(raw.file("sblgnt/SBLGNT.tsv"), raw.file("bsb/nt_BSB.tsv"))
     parts = splits.book_split(pairs, lambda p: p.verse_id, pcfg.dev_books, pcfg.test_books)
     out = {}
     for k, ps in parts.items():
@@ -123,24 +133,30 @@ def prepare_parallel(pcfg: PrepareConfig, ctx: StageContext) -> dict[str, Any]:
     return out
 
 
-def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+def run(params: dict[str, Any], ctx: StageContext, *, checksums: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The stage; ``checksums`` (``{"<corpus>/<name>": sha256}``) defaults to the recorded
+    ``components/data/checksums.json``."""
     pcfg = load_section(PrepareConfig, "prepare", params)
     check_prepare_config(pcfg)           # every task, before any file is read
+    raw = RawFiles(ctx.path(ctx.base.raw_dir), load_checksums() if checksums is None else checksums)
     glove = None
     if pcfg.glove:
-        g = ctx.path(ctx.base.raw_dir) / "glove50"
-        glove = load_glove(g / "glove_6B_50d_emb.npy", g / "glove_6B_index.parquet")
+        glove = load_glove(raw.file("glove50/glove_6B_50d_emb.npy"), raw.file("glove50/glove_6B_index.parquet"))
     metrics: dict[str, Any] = {}
     for task, tcfg in pcfg.tasks.items():
-        metrics[task] = prepare_task(task, tcfg, pcfg, ctx, glove)
+        metrics[task] = prepare_task(task, tcfg, pcfg, ctx, glove, raw)
     if pcfg.ocr_letters:
-        metrics["ocr_letters"] = prepare_ocr(ctx)
+        metrics["ocr_letters"] = prepare_ocr(ctx, raw)
     if pcfg.snakes:
-        metrics["snakes"] = prepare_snakes(ctx)
+        metrics["snakes"] = prepare_snakes(ctx, raw)
     if pcfg.cmudict:
-        metrics["cmudict"] = prepare_cmudict(pcfg, ctx)
+        metrics["cmudict"] = prepare_cmudict(pcfg, ctx, raw)
     if pcfg.parallel:
-        metrics["greek_english"] = prepare_parallel(pcfg, ctx)
+        metrics["greek_english"] = prepare_parallel(pcfg, ctx, raw)
+    if raw.unverified:
+        log.warning("prepare: %d file(s) read without a recorded SHA-256, so not verified: %s",
+                    len(raw.unverified), ", ".join(map(str, raw.unverified)))
+        metrics["unverified_files"] = len(raw.unverified)
     return metrics
 
 

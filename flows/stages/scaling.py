@@ -71,12 +71,12 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     if missing:
         raise FileNotFoundError("; ".join(missing))
     t0 = time.perf_counter()
-    with ctx.tracker.start_run("sweep/scaling", parent_run_id=ctx.run_id, tags={"study": "shevchenko_osokin"}) as parent:
+    with ctx.tracker.start_run("sweep/scaling", parent_run_id=ctx.run_id, tags={"stage": ctx.stage, "study": "shevchenko_osokin"}) as parent:
         ctx.tracker.log_params({"n_runs": len(grid), "tasks": ",".join(cfg.tasks), "seeds": str(list(cfg.seeds))})
         trainable = tune.with_parameters(scaling_trial, params=params, root=str(ctx.root))
         res = run_sweep(trainable, name="scaling", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
-                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.path(".ray_results"),
-                        tags={"stage": ctx.stage}, grid=grid)
+                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
+                        tags={"stage": ctx.stage}, grid=grid, allow_errors=True)
         records, failed = [], []
         for tr in res.trials:
             rec = Path(tr["path"]) / "record.json"

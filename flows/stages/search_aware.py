@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.config import BaseConfig, ConfigError, ResourcesConfig, from_dict, load_section, resolve_device
+from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_range, from_dict, load_section,
+                               resolve_device)
 from components.data.tasks import load_tagging_task
 from components.inference import INFERENCE, StepScorer
 from components.inference.evaluate import evaluate_decoding
@@ -40,6 +41,7 @@ from components.recipes import recipe
 from components.reports.goyal_2018 import write_report
 from components.training import OBJECTIVES
 from components.training.loop import TrainConfig, fit
+from flows.lifecycle import work_dir
 from flows.stages.common import StageContext, main
 from flows.sweeps import copy_checkpoint, epoch_bar
 from flows.tuning import check_space, objective_config, run_grid, suggest
@@ -78,6 +80,10 @@ class SearchAwareConfig:
     plots_dir: str = "plots/search_aware"
     report_dir: str = "reports/goyal_2018"
 
+    def __post_init__(self):
+        check_range(self, positive=("beam_size", "decode_alpha", "eval_batch_size", "max_concurrent"),
+                    nonnegative=("max_train_sentences", "max_dev_sentences", "seeds"))     # 0 = all
+
 
 def load_config(params: dict[str, Any]) -> SearchAwareConfig:
     """The section, strictly, with every variant's objective config and space checked before Ray
@@ -114,7 +120,8 @@ def _alpha_of(obj_cfg: Any, epoch: int) -> float | None:
 
 # -- one trial: (task, variant, seed) ---------------------------------------------------------------
 def _warm_start(models: Path, task: str, seed: int) -> Path:
-    """Where the CE model of (task, seed) waits for the variants that start from it."""
+    """Where the CE model of (task, seed) waits for the variants that start from it: in the stage's
+    working folder during the run (``models`` = ``work_dir``), in the models folder at its end."""
     return models / task / "warm_start" / f"ce.seed{seed}"
 
 
@@ -146,7 +153,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     tune_on = entry.meta["prediction"]                 # greedy | beam
     optim = cfg.finetune if v.warm_start else cfg.optim
     n_batches = -(-len(task.train) // optim.batch_size)
-    warm = _warm_start(rootp / cfg.models_dir, task_name, seed) / "model.pt"
+    warm = _warm_start(work_dir(rootp, "search_aware"), task_name, seed) / "model.pt"
     if v.warm_start and not warm.exists():
         raise FileNotFoundError(f"{warm}: the CE model this variant warm-starts from (variant 'ce' runs first)")
 
@@ -265,7 +272,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     runs = run_grid(ctx, params, trial, "ce", _grid(cfg, ["ce"]), max_concurrent=cfg.max_concurrent,
                     resources=cfg.resources)
     for r in runs:                                # the warm starts of the second grid
-        copy_checkpoint(Path(r["checkpoint"]), _warm_start(models, r["run"]["task"], r["run"]["seed"]))
+        copy_checkpoint(Path(r["checkpoint"]), _warm_start(ctx.work, r["run"]["task"], r["run"]["seed"]))
     others = [n for n in cfg.variants if n != "ce"]
     if others:
         runs += run_grid(ctx, params, trial, "variants", _grid(cfg, others), max_concurrent=cfg.max_concurrent,
@@ -290,6 +297,9 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             entry["curves"][name] = [{"epoch": h["epoch"], "train_loss": h["train_loss"], "dev_score": h["dev_score"]}
                                      for h in agg.pop("_curve")]
             entry["variants"][name] = agg
+        for r in runs:                            # every grid finished: the warm starts join the models
+            if r["run"]["task"] == task and r["run"]["variant"] == "ce":
+                copy_checkpoint(_warm_start(ctx.work, task, r["run"]["seed"]), _warm_start(models, task, r["run"]["seed"]))
         metrics["tasks"][task] = entry
     for task, entry in metrics["tasks"].items():
         write_json(ctx.path(cfg.plots_dir) / f"{task}.json", entry["curves"])

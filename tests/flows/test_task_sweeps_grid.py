@@ -90,7 +90,7 @@ def test_grid_records_each_task_variant_under_its_own_parent(tmp_path, monkeypat
         assert m[key] == {"best_dev_score": 50.0 + i, "test_score": 60.0 + i, "epochs_run": 1.0,
                           **{f"config.{k}": v for k, v in lr.items()}, "n_trials": 1, "n_failed": 0}
         parent = runs[f"sweep/{task}/{variant}"]
-        assert parent["parent"] == stage_id and parent["tags"] == {"task": task, "variant": variant}
+        assert parent["parent"] == stage_id and parent["tags"] == {"stage": "train_energy", "task": task, "variant": variant}
         assert tags == {"mlflow.parentRunId": parent["id"], "sweep": f"train_energy-{key}", "task": task}
         assert parent["params"]["task"] == task and parent["params"]["variant"] == variant
         assert {f"best.{k}" for k in lr} <= set(parent["params"]) and "space.train_energy.optim.lr" in parent["params"]

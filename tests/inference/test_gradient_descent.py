@@ -169,10 +169,10 @@ def test_length_one_and_config_validation():
     res = gradient_descent(unary, trans, mask, GDConfig(lrs=(10.0,), checkpoints=(50,)),
                            generator=torch.Generator().manual_seed(0))
     assert torch.equal(res.labels[0, 0, 0, :, 0], unary[:, 0].argmax(-1))       # unary-only: GD finds it
-    for bad in (GDConfig(lrs=()), GDConfig(lrs=(-1.0,)), GDConfig(checkpoints=(5, 5)),
-                GDConfig(checkpoints=(10, 5)), GDConfig(momentum=1.0), GDConfig(restarts=0)):
-        with pytest.raises(ValueError):
-            gradient_descent(unary, trans, mask, bad)
+    for bad in (dict(lrs=()), dict(lrs=(-1.0,)), dict(checkpoints=(5, 5)),
+                dict(checkpoints=(10, 5)), dict(momentum=1.0), dict(restarts=0)):
+        with pytest.raises(ValueError):                  # GDConfig rejects these when it is built
+            gradient_descent(unary, trans, mask, GDConfig(**bad))
     with pytest.raises(ValueError, match="unary"):
         gradient_descent(unary[0], trans, mask)
 
