@@ -84,11 +84,6 @@ def test_conll_nbsp_only_line_is_not_a_sentence_break(tmp_path):
     expect(R.read_conll, p, 2, "U+00A0")
 
 
-def test_conll_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.txt", "EU B-ORG\rrejects O\r\rPeter B-PER\r")
-    expect(R.read_conll, p, 1, "carriage return", "character 9", "CR-only line ends")
-
-
 def test_conll_stray_cr_inside_a_crlf_file(tmp_path):
     p = write(tmp_path, "crmid.txt", "EU B-ORG\r\nrejects O\r\nPeter\rB-PER\r\n")
     expect(R.read_conll, p, 3, "carriage return", "character 6", "1 stray \\r in the file")
@@ -98,11 +93,6 @@ def test_conll_crlf_line_ends_are_accepted(tmp_path):
     p = write(tmp_path, "crlf.txt", "EU B-ORG\r\nrejects O\r\n\r\nPeter B-PER\r\n")
     assert R.read_conll(p) == [TaggedSentence(("EU", "rejects"), ("B-ORG", "O"), sid="crlf.txt:1"),
                                TaggedSentence(("Peter",), ("B-PER",), sid="crlf.txt:4")]
-
-
-def test_conll_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.txt", "EU B-ORG\nrej\0ects O\n")
-    expect(R.read_conll, p, 2, "NUL byte at character 4")
 
 
 def test_conll_tag_column_equals_word_column(tmp_path):
@@ -135,16 +125,6 @@ def test_conllu_nbsp_separated(tmp_path):
     expect(R.read_conllu, p, 1, "1 TAB-separated fields", "U+00A0 (NO-BREAK SPACE) at character 2", "a TAB only")
 
 
-def test_conllu_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.conllu", conllu(("Burda", "PRON"), ("da", "PRT")).replace("\n", "\r"))
-    expect(R.read_conllu, p, 1, "carriage return", "CR-only line ends")
-
-
-def test_conllu_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.conllu", "# sent_id = s1\n" + conllu(("Burda", "PRON"), ("d\0a", "PRT")))
-    expect(R.read_conllu, p, 3, "NUL byte")
-
-
 def test_conllu_tag_equals_form(tmp_path):
     p = write(tmp_path, "same.conllu", "# sent_id = s1\n" + conllu(("NOUN", "NOUN"), ("VERB", "VERB")))
     expect(R.read_conllu, p, 2, "UPOS field", "FORM field", "every token")
@@ -157,16 +137,6 @@ def test_conllu_tag_equals_form(tmp_path):
 def test_ark_nbsp_separated(tmp_path):
     p = write(tmp_path, "nbsp.txt", f"ikr\t!\nsmh{NBSP}G\n")
     expect(R.read_ark_twitter, p, 2, "expected token<TAB>tag", "U+00A0")
-
-
-def test_ark_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.txt", "ikr\t!\rsmh\tG\r")
-    expect(R.read_ark_twitter, p, 1, "carriage return")
-
-
-def test_ark_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.txt", "ikr\t!\n\nsmh\0\tG\n")
-    expect(R.read_ark_twitter, p, 3, "NUL byte")
 
 
 def test_ark_tag_equals_token(tmp_path):
@@ -184,16 +154,6 @@ def test_word_tag_nbsp_between_tokens(tmp_path):
     expect(R.read_word_tag, p, 2, "U+00A0 (NO-BREAK SPACE) at character 5", "word/TAG tokens")
 
 
-def test_word_tag_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.txt", "The/DT cat/NN\ra/DT dog/NN\r")
-    expect(R.read_word_tag, p, 1, "carriage return", "CR-only")
-
-
-def test_word_tag_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.txt", "The/DT cat/NN\n\na/DT d\0og/NN\n")
-    expect(R.read_word_tag, p, 3, "NUL byte at character 7")
-
-
 def test_word_tag_tag_equals_word(tmp_path):
     p = write(tmp_path, "same.txt", "\nNN/NN DT/DT\nVB/VB\n")
     expect(R.read_word_tag, p, 2, "TAG after '/'", "every token")
@@ -202,16 +162,6 @@ def test_word_tag_tag_equals_word(tmp_path):
 def test_ccg_nbsp_between_tokens(tmp_path):
     p = write(tmp_path, "nbsp.txt", f"Pierre|NNP|N/N{NBSP}Vinken|NNP|N\n")
     expect(R.read_ccg, p, 1, "U+00A0", "word|POS|supertag tokens")
-
-
-def test_ccg_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.txt", "Pierre|NNP|N/N\rVinken|NNP|N\r")
-    expect(R.read_ccg, p, 1, "carriage return")
-
-
-def test_ccg_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.txt", "Pierre|NNP|N/N\nVinken|NNP|N\0\n")
-    expect(R.read_ccg, p, 2, "NUL byte")
 
 
 def test_ccg_supertag_equals_word(tmp_path):
@@ -242,16 +192,6 @@ def test_sblgnt_nbsp_instead_of_tab(tmp_path):
     expect(R.read_sblgnt, p, 3, "8 TAB-separated fields", "U+00A0", "a TAB only")
 
 
-def test_sblgnt_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.tsv", sblgnt(("Βίβλος", "N-NSF"), eol="\r"))
-    expect(R.read_sblgnt, p, 1, "carriage return", "CR-only")
-
-
-def test_sblgnt_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.tsv", sblgnt(("Βίβλος", "N-NSF"), ("γενέ\0σεως", "N-GSF"), eol="\r\n"))
-    expect(R.read_sblgnt, p, 3, "NUL byte")
-
-
 def test_sblgnt_tag_equals_text(tmp_path):
     p = write(tmp_path, "same.tsv", sblgnt(("a", "a"), ("b", "b")))
     expect(R.read_sblgnt, p, 2, "morph column", "text column", "every token")
@@ -261,18 +201,6 @@ def test_bsb_truncated_row(tmp_path):
     src = write(tmp_path, "s.tsv", sblgnt(("Βίβλος", "N-NSF")))
     tgt = write(tmp_path, "bsb.tsv", bsb("This", "is").replace("\tis\t\t\t\t\n", "\tis\n"))
     expect(lambda t: R.read_parallel(src, t), tgt, 3, "3 TAB-separated fields", "expected 7")
-
-
-def test_bsb_cr_only_line_ends(tmp_path):
-    src = write(tmp_path, "s.tsv", sblgnt(("Βίβλος", "N-NSF")))
-    tgt = write(tmp_path, "bsb.tsv", bsb("This", "is", eol="\r"))
-    expect(lambda t: R.read_parallel(src, t), tgt, 1, "carriage return")
-
-
-def test_bsb_nul_byte(tmp_path):
-    src = write(tmp_path, "s.tsv", sblgnt(("Βίβλος", "N-NSF")))
-    tgt = write(tmp_path, "bsb.tsv", bsb("This", "i\0s"))
-    expect(lambda t: R.read_parallel(src, t), tgt, 3, "NUL byte")
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,16 +222,6 @@ def test_cmudict_comma_separated(tmp_path):
     expect(R.read_cmudict, p, 2, "no phonemes", "3 comma(s)")
 
 
-def test_cmudict_cr_only_line_ends(tmp_path):
-    p = write(tmp_path, "cr.dict", "a AH0\rb B IY1\r")
-    expect(R.read_cmudict, p, 1, "carriage return", "CR-only")
-
-
-def test_cmudict_nul_byte(tmp_path):
-    p = write(tmp_path, "nul.dict", "a AH0\nb B\0 IY1\n")
-    expect(R.read_cmudict, p, 2, "NUL byte")
-
-
 # --------------------------------------------------------------------------------------------
 # Shared: the last line, BOM, UTF-16
 # --------------------------------------------------------------------------------------------
@@ -316,3 +234,38 @@ def test_cr_at_the_end_of_the_last_line_without_lf(tmp_path):
 def test_utf16_file_is_named_by_its_nul_bytes(tmp_path):
     p = write(tmp_path, "u16.txt", "EU B-ORG\nrejects O\n".encode("utf-16-le"))
     expect(R.read_conll, p, 1, "NUL byte", "UTF-16")
+
+
+# --------------------------------------------------------------------------------------------
+# Every text reader: NUL bytes and CR-only line ends, at their line
+# --------------------------------------------------------------------------------------------
+
+BROKEN_LINES = [   # reader, file text, line of the error, words of the message
+    ("conll", R.read_conll, "EU B-ORG\rrejects O\r\rPeter B-PER\r", 1,
+     ("carriage return", "character 9", "CR-only line ends")),
+    ("conll", R.read_conll, "EU B-ORG\nrej\0ects O\n", 2, ("NUL byte at character 4",)),
+    ("conllu", R.read_conllu, conllu(("Burda", "PRON"), ("da", "PRT")).replace("\n", "\r"), 1,
+     ("carriage return", "CR-only line ends")),
+    ("conllu", R.read_conllu, "# sent_id = s1\n" + conllu(("Burda", "PRON"), ("d\0a", "PRT")), 3, ("NUL byte",)),
+    ("ark", R.read_ark_twitter, "ikr\t!\rsmh\tG\r", 1, ("carriage return",)),
+    ("ark", R.read_ark_twitter, "ikr\t!\n\nsmh\0\tG\n", 3, ("NUL byte",)),
+    ("word_tag", R.read_word_tag, "The/DT cat/NN\ra/DT dog/NN\r", 1, ("carriage return", "CR-only")),
+    ("word_tag", R.read_word_tag, "The/DT cat/NN\n\na/DT d\0og/NN\n", 3, ("NUL byte at character 7",)),
+    ("ccg", R.read_ccg, "Pierre|NNP|N/N\rVinken|NNP|N\r", 1, ("carriage return",)),
+    ("ccg", R.read_ccg, "Pierre|NNP|N/N\nVinken|NNP|N\0\n", 2, ("NUL byte",)),
+    ("sblgnt", R.read_sblgnt, sblgnt(("Βίβλος", "N-NSF"), eol="\r"), 1, ("carriage return", "CR-only")),
+    ("sblgnt", R.read_sblgnt, sblgnt(("Βίβλος", "N-NSF"), ("γενέ\0σεως", "N-GSF"), eol="\r\n"), 3, ("NUL byte",)),
+    ("bsb", "parallel", bsb("This", "is", eol="\r"), 1, ("carriage return",)),
+    ("bsb", "parallel", bsb("This", "i\0s"), 3, ("NUL byte",)),
+    ("cmudict", R.read_cmudict, "a AH0\rb B IY1\r", 1, ("carriage return", "CR-only")),
+    ("cmudict", R.read_cmudict, "a AH0\nb B\0 IY1\n", 2, ("NUL byte",)),
+]
+
+
+@pytest.mark.parametrize("name, read, text, line, words", BROKEN_LINES,
+                         ids=[f"{c[0]}-{'nul' if chr(0) in c[2] else 'cr'}" for c in BROKEN_LINES])
+def test_nul_bytes_and_cr_only_line_ends_are_errors_at_their_line(tmp_path, name, read, text, line, words):
+    if read == "parallel":
+        src = write(tmp_path, "s.tsv", sblgnt(("Βίβλος", "N-NSF")))
+        read = lambda t: R.read_parallel(src, t)    # noqa: E731 — the target file is the one checked
+    expect(read, write(tmp_path, f"{name}.txt", text), line, *words)
