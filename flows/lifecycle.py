@@ -118,10 +118,21 @@ def _lock_path(root: Path, name: str) -> Path:
     return Path(root) / LOCK_DIR / f"{name}.lock"
 
 
+def _holders(root: Path, name: str) -> list[str]:
+    """The runs that would write what a run ``name`` writes and hold their lock now: for one task
+    (``train@pos``), the run of the whole stage (``train``); for the whole stage, any of its tasks."""
+    if "@" in name:
+        others = [name.split("@", 1)[0]]
+    else:
+        others = [p.stem for p in (root / LOCK_DIR).glob(f"{name}@*.lock")]
+    return [o for o in others if is_locked(root, o)]
+
+
 @contextlib.contextmanager
 def stage_lock(root: str | Path, name: str) -> Iterator[Path]:
     """Hold the exclusive lock of stage ``name`` under ``root`` for the block; :class:`StageBusy`
-    if another process holds it."""
+    if another process holds it, or holds the lock of the whole stage (for one task's run) or of
+    one of its tasks (for the whole stage's run)."""
     path = _lock_path(Path(root), name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -139,6 +150,11 @@ def stage_lock(root: str | Path, name: str) -> Iterator[Path]:
                 who = "another process"
             raise StageBusy(f"stage {name!r} is already running ({who}; lock {path}). Wait for it to "
                             f"finish, or stop it first (Ctrl-C in its terminal, or kill -INT <pid>)") from None
+        busy = _holders(Path(root), name)
+        if busy:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            raise StageBusy(f"stage {name!r} overlaps {', '.join(repr(b) for b in busy)}, which is running now "
+                            f"(locks in {path.parent}); wait for it to finish, or stop it first")
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                   "started": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)

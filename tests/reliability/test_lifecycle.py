@@ -47,6 +47,18 @@ def test_a_second_run_of_the_same_stage_is_refused(tmp_path):
     assert ran == [2, 3]
 
 
+def test_a_task_and_the_whole_stage_do_not_run_together(tmp_path):
+    """``python -m flows.stages.train`` (every task) writes what ``train@pos`` writes."""
+    with stage_lock(tmp_path, "demo@pos"):
+        with pytest.raises(StageBusy, match=r"stage 'demo' overlaps 'demo@pos', which is running now"):
+            run_stage("demo", lambda p, ctx: {}, _params(), tmp_path, tracker=NullTracker())
+    with stage_lock(tmp_path, "demo"):
+        with pytest.raises(StageBusy, match=r"stage 'demo@ner' overlaps 'demo', which is running now"):
+            run_stage("demo", lambda p, ctx: {}, _params(), tmp_path, tracker=NullTracker(), task="ner")
+    run_stage("demo", lambda p, ctx: {}, _params(), tmp_path, tracker=NullTracker())      # both free again
+    assert not lifecycle.is_locked(tmp_path, "demo") and not lifecycle.is_locked(tmp_path, "demo@pos")
+
+
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
