@@ -3,7 +3,8 @@
 ``ENERGIES.build(name, cfg, **inputs)``: chain-CRF energies over tagging data
 (``meta["data"] == "tagging"``) take inputs ``n_words, n_chars, n_labels`` and optionally
 ``glove_ids, glove_vectors, seed``; the Gaussian CRF over grids (``"grid"``) takes
-``in_channels, n_labels`` and optionally ``seed``. ``meta["protocol"]`` is the contract the built
+``in_channels, n_labels`` and optionally ``seed``; the masked-LM energies (``"mlm"``, thesis ch. 6)
+take ``model``, a ``components.models.mlm.MaskedLM``. ``meta["protocol"]`` is the contract the built
 object implements (``ChainEnergy`` or ``Energy``).
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 from components.energies.base import ChainEnergy, ChainPotentials, Energy, FixedPotentials, require
 from components.energies.chain_crf import ChainCRFEnergy
 from components.energies.gcrf import GCRFConfig, GaussianCRF
+from components.energies.mlm import MLMEnergy, MLMEnergyConfig, MLMScorer
 from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 from components.registry import Registry
@@ -44,6 +46,10 @@ ENERGIES = Registry("energy")
 ENERGIES.register("blstm_crf", BLSTMConfig, blstm_crf, data="tagging", protocol=ChainEnergy)
 ENERGIES.register("blstm_crf_plus", BLSTMConfig, blstm_crf_plus, data="tagging", protocol=ChainEnergy)
 ENERGIES.register("gcrf", GCRFConfig, gcrf, data="grid", protocol=Energy)
+ENERGIES.register("mlm_raw", MLMEnergyConfig, lambda cfg, model: MLMEnergy(model, "raw", cfg), data="mlm",
+                  protocol=Energy, doc="E_raw(y) = -sum_t log phi_t(y): an MLM's raw masked logits (thesis 6.2.1)")
+ENERGIES.register("mlm_norm", MLMEnergyConfig, lambda cfg, model: MLMEnergy(model, "norm", cfg), data="mlm",
+                  protocol=Energy, doc="E_norm(y) = -sum_t log p_mlm(y_t | y_\\t): locally normalised (thesis 6.2.4)")
 
 __all__ = ["ENERGIES", "ChainCRFEnergy", "ChainEnergy", "ChainPotentials", "Energy", "FixedPotentials", "GaussianCRF",
-           "UnaryPairwiseCRF", "require"]
+           "MLMEnergy", "MLMEnergyConfig", "MLMScorer", "UnaryPairwiseCRF", "require"]

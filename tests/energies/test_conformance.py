@@ -1,6 +1,6 @@
 """Conformance of every ``ENERGIES`` entry with the Energy contract: ``energy(batch, y) -> [B]``;
-discrete outputs and their one-hot relaxations score the same; chain energies agree with their
-potentials."""
+discrete outputs and their one-hot relaxations score the same (masked-LM energies, defined on
+token ids only, reject a relaxed output); chain energies agree with their potentials."""
 from __future__ import annotations
 
 import pytest
@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from components.data.grids import GridBatch
 from components.energies import ENERGIES, ChainEnergy, Energy
 from components.energies.base import conforms
+from components.models.mlm import BiLSTMMLM, BiLSTMMLMConfig
+from tests.energies.test_mlm_energy import ragged_batch
 from tests.inference.test_conformance import DS, SIZES
 
 
@@ -31,16 +33,28 @@ def _grid(name):
     return e, GridBatch(x, y, mask), y, 2
 
 
+def _mlm(name):
+    model = BiLSTMMLM(5, BiLSTMMLMConfig(embedding_dim=4, hidden=4), seed=0)
+    e = ENERGIES.build(name, ENERGIES.config(name, {"max_rows": 3}), model=model).double().eval()
+    batch = ragged_batch(B=3, N=4, lengths=(4, 1, 2))
+    y = torch.randint(0, 5, (3, 4), generator=torch.Generator().manual_seed(0)).masked_fill(~batch.mask, 0)
+    return e, batch, y, 5
+
+
 @pytest.mark.parametrize("name", sorted(ENERGIES))
 def test_energy_contract(name):
     entry = ENERGIES[name]
-    energy, batch, y, L = {"tagging": _tagging, "grid": _grid}[entry.meta["data"]](name)
+    energy, batch, y, L = {"tagging": _tagging, "grid": _grid, "mlm": _mlm}[entry.meta["data"]](name)
     assert conforms(energy, entry.meta["protocol"]) and conforms(energy, Energy)
     assert conforms(energy, ChainEnergy) == (entry.meta["protocol"] is ChainEnergy)
     with torch.no_grad():
         e = energy.energy(batch, y)
         assert e.shape == (y.shape[0],) and bool(torch.isfinite(e).all())
         onehot = F.one_hot(y, L).double()
+        if entry.meta["data"] == "mlm":
+            with pytest.raises(ValueError, match="relaxed"):
+                energy.energy(batch, onehot)
+            return
         if entry.meta["data"] == "grid":
             onehot = onehot.permute(0, 3, 1, 2)
         assert torch.allclose(energy.energy(batch, onehot), e)            # discrete == one-hot relaxed

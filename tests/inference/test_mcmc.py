@@ -6,7 +6,8 @@
   reversible kernels) holds to 1e-12 in float64, and the sampler's real ``step`` reproduces K's
   rows empirically.
 - Statistics: thousands of independent chains from a uniform start match exp(-E/T)/Z.
-- Conformance over every entry of ``SAMPLERS`` and every kind of energy.
+- Conformance over every entry of ``SAMPLERS`` and every kind of energy (chain, plain, masked-LM).
+  The MLM samplers' exact kernels are tested in ``test_mcmc_mlm.py``.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import pytest
 import torch
 
 from components.energies.base import ChainEnergy, ChainPotentials, Energy, FixedPotentials
+from components.energies.mlm import MLMEnergy, MLMScorer
 from components.inference.mcmc import (SAMPLERS, ChainState, chain_energy, mh_log_accept, repeat_batch,
                                        run_chains, site_logits)
 from components.structures.enumerate import all_scores, labelings
+from tests.energies.test_mlm_energy import TableMLM, ragged_batch
 
 DT = torch.float64
 
@@ -283,10 +286,13 @@ def test_chains_reach_boltzmann(case):
 # Conformance: every registered sampler, every kind of energy
 # ------------------------------------------------------------------------------------------------
 
-ENERGY_KINDS = ["chain", "chain_pp", "plain"]
+ENERGY_KINDS = ["chain", "chain_pp", "plain", "mlm"]
 
 
 def conformance_energy(kind: str):
+    if kind == "mlm":                      # a table MLM over 5 ids, id 0 not allowed
+        model = TableMLM(V=5, N=4, n_ctx=3, seed=11, allowed=[False, True, True, True, True])
+        return MLMEnergy(model, "norm"), ragged_batch(B=3, N=4, lengths=(4, 1, 2), n_ctx=3)
     return toy_energy(kind, seed=11, B=3, N=4, L=5, lengths=(4, 1, 2))
 
 
@@ -296,7 +302,7 @@ def test_sampler_conformance(name, kind):
     entry = SAMPLERS[name]
     sampler = SAMPLERS.build(name)
     needs = entry.meta["needs"]
-    assert sampler.needs is needs and needs in (Energy, ChainEnergy)
+    assert sampler.needs is needs and needs in (Energy, ChainEnergy, MLMScorer)
     energy, batch = conformance_energy(kind)
     if not isinstance(energy, needs):
         with pytest.raises(TypeError, match=f"{name}.*needs a {needs.__name__}"):
@@ -321,7 +327,10 @@ def test_sampler_conformance(name, kind):
         assert {"accepted", "changed"} <= set(stats)
         for k, v in stats.items():
             assert v.shape == (C, B) and v.is_floating_point(), k
-            assert bool(((v >= 0) & (v <= 1)).all()), k
+            if k == "energy":                                        # the energy after the step
+                torch.testing.assert_close(v, state_next.energy)
+            else:                                                    # rates
+                assert bool(((v >= 0) & (v <= 1)).all()), k
         assert torch.equal(stats["changed"] > 0, (state_next.y != before).any(2))
         state = state_next
     # reproducible from the config's seed
@@ -339,9 +348,15 @@ def test_sampler_rejects_non_energy(name):
 
 @pytest.mark.parametrize("name", list(SAMPLERS))
 def test_init_options_and_errors(name):
-    energy, batch = conformance_energy("chain")
-    s = SAMPLERS.build(name, {"init": "zeros"})
-    assert bool((s.init(energy, batch, 3).y == 0).all())
+    mlm = SAMPLERS[name].meta["needs"] is MLMScorer
+    energy, batch = conformance_energy("mlm" if mlm else "chain")
+    if mlm:                                # Algorithm 4's warm start: greedy MLM decode of all-[MASK]
+        s = SAMPLERS.build(name, {"init": "warm"})
+        logits = energy.model.conditionals(torch.full((3, 4), 5), batch.mask, batch.ctx, torch.arange(3))
+        assert torch.equal(s.init(energy, batch, 3).y[1], logits.argmax(-1).masked_fill(~batch.mask, 0))
+    else:
+        s = SAMPLERS.build(name, {"init": "zeros"})
+        assert bool((s.init(energy, batch, 3).y == 0).all())
     y0 = torch.full((3, 4), 4)
     state = s.init(energy, batch, 2, y0=y0)
     assert torch.equal(state.y, y0.masked_fill(~batch.mask, 0).expand(2, 3, 4))
@@ -351,8 +366,9 @@ def test_init_options_and_errors(name):
         s.init(energy, batch, 2, y0=torch.full((3, 4), 5))
     with pytest.raises(ValueError, match="n_chains"):
         s.init(energy, batch, 0)
-    with pytest.raises(ValueError, match="temperature"):
-        SAMPLERS.config(name, {"temperature": 0.0})
+    key = "proposal_temperature" if mlm else "temperature"
+    with pytest.raises(ValueError, match=key):
+        SAMPLERS.config(name, {key: 0.0})
 
 
 def test_mh_general_energy_needs_mask_and_labels():

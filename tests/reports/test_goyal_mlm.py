@@ -1,0 +1,357 @@
+import copy
+import re
+from pathlib import Path
+
+import pytest
+
+from components.reports.curves import close
+from components.reports.goyal_mlm import (NOT_DISTINGUISHABLE, NOT_REPRODUCED, NOT_TESTABLE, PAPER_SEC6_6,
+                                          PAPER_TABLE6_1, PAPER_TABLE6_2, PAPER_TABLE6_3, PAPER_TABLE6_4,
+                                          PAPER_TABLE6_5, PAPER_TABLE6_6, PARTIAL, REPRODUCED, VERDICTS, figure_6_1,
+                                          figure_6_2, figure_6_3, figure_6_4, findings, findings_table, readme,
+                                          spearman, table_6_1, table_6_2, table_6_3, table_6_4, table_6_5, table_6_6,
+                                          table_figure_6_1, table_figure_6_2, table_mixing, write_report)
+
+SYNTH = ("p-1k", "p-10k", "h-1k", "h-10k", "h-1k+", "h-10k+")
+BURN, SWEEPS = 7, 26
+
+
+# ---------------------------------------------------------------------------------------------
+# synthetic metrics: every claim holds
+def _obj(nll, sd=0.01, failed=False):
+    return {"nll": nll, "nll_sd": sd, "neg_pll": nll - 1.0, "neg_mlm": nll - 0.9, "epochs": 20, "failed": failed}
+
+
+def _exact():
+    table = []
+    for k, row in enumerate(SYNTH):
+        base = 5.0 + 0.1 * k
+        table.append({"row": row, "data": "palindrome" if row.startswith("p") else "hmm_low", "train_size": 1000,
+                      "true": base - 0.2, "seeds": 3,
+                      "by_objective": {"ll": _obj(base + 0.01), "pll": _obj(base + 0.11), "mlm": _obj(base + 0.81)}})
+    table.append({"row": "phoneme", "data": "phoneme", "train_size": 9000, "true": None, "seeds": 3,
+                  "by_objective": {"pll": _obj(9.5), "mlm": _obj(11.25)}})
+    figure = {"data": "hmm_low", "true": 5.0, "dpll": {"pretrain_size": 10000, "nll": 6.8},
+              "sizes": [30, 100, 300, 1000],
+              "nll": {"pll": [6.5, 6.0, 5.6, 5.3], "kl": [5.6, 5.5, 5.4, 5.2], "kl_pl": [5.55, 5.45, 5.35, 5.15]},
+              "sd": {m: [0.05] * 4 for m in ("pll", "kl", "kl_pl")}, "seeds": 2}
+    return {"table": table, "figure": figure,
+            "settings": {"phoneme_max_len": 3, "paper_phoneme_max_len": 6, "length": 5, "vocab": 5, "hidden": 64}}
+
+
+def _flat(v, n=BURN + SWEEPS):
+    return [v + (0.01 if i % 2 else -0.01) for i in range(n)]
+
+
+def _ramp(a, b, n=BURN + SWEEPS):
+    return [a + (b - a) * i / (n - 1) for i in range(n)]
+
+
+def _r(group, scheme, value=None, *, e_norm=40.0, bleu=20.0, accept=0.9, novel=0.1, block="single", curve=None,
+       bleu_final=None):
+    return {"group": group, "value": value, "scheme": scheme, "block": block, "e_norm": e_norm, "accept": accept,
+            "novel": novel, "bleu": bleu, "bleu_best": bleu + 1.0,
+            "bleu_final": bleu if bleu_final is None else bleu_final,
+            "curve": curve or {"e_norm": _flat(e_norm), "bleu": _flat(bleu), "accept": _flat(accept),
+                               "novel": _flat(novel)},
+            "rhat": {"median": 1.02, "max": 1.2, "frac_below_1_1": 0.9}, "ess_bulk": {"median": 55.0, "min": 12.0},
+            "seconds": 12.5, "proposals": 1234, "forward_passes": 5678}
+
+
+def _mcmc():
+    deg_curve = {"e_norm": _ramp(50.0, 90.0), "bleu": _ramp(18.0, 6.0), "accept": [1.0] * (BURN + SWEEPS),
+                 "novel": _flat(0.4)}
+    runs = [_r("main", "raw", e_norm=41.0, bleu=21.0, accept=0.88, novel=0.12),
+            _r("main", "norm", e_norm=39.0, bleu=20.5, accept=0.9, novel=0.14),
+            _r("main", "deg", e_norm=70.0, bleu=12.0, accept=1.0, novel=0.38, curve=deg_curve)]
+    for k, t in enumerate((2.0, 1.5, 1.0, 0.8, 0.5)):
+        runs += [_r("temperature", "norm", t, e_norm=40.0 - k, novel=0.05 - 0.005 * k, bleu=20.0 + k),
+                 _r("temperature", "deg", t, e_norm=90.0 - 8 * k, novel=0.9 - 0.2 * k, bleu=8.0 + 3 * k)]
+    for k, p in enumerate((1.0, 0.99, 0.95, 0.9, 0.8)):
+        runs += [_r("nucleus", "norm", p, novel=0.14 - 0.02 * k), _r("nucleus", "deg", p, novel=0.4 - 0.07 * k)]
+    runs += [_r("block", s, block="annealed", novel=n, e_norm=e, bleu=b)
+             for s, n, e, b in (("deg", 0.8, 80.0, 9.0), ("raw", 0.4, 38.0, 22.0), ("norm", 0.42, 37.0, 21.5))]
+    for k, step in enumerate((0.02, 0.04, 0.06)):
+        runs += [_r("anneal", "norm", step, e_norm=30.0 - k, accept=0.5 - 0.05 * k, bleu=23.0 - k),
+                 _r("anneal", "raw", step, e_norm=31.0 - k, accept=0.7 - 0.05 * k, bleu=24.0 - k)]
+    runs += [_r("full", "deg", bleu=18.0), _r("full", "norm", bleu=22.0), _r("full", "raw", bleu=22.5)]
+    return {"model": {"dev_masked_loss": 2.1, "dev_unigram_loss": 5.3, "dev_length_accuracy": 0.41, "n_train": 7000,
+                      "src_vocab": 8000, "tgt_vocab": 6000},
+            "settings": {"chains": 5, "burn_in": BURN, "sweeps": SWEEPS, "sentences": 8, "max_source_len": 20,
+                         "full_sentences": 100},
+            "runs": runs,
+            "baselines": {"mask_predict": {"bleu": 20.0, "iterations": 10, "length_candidates": 1},
+                          "warm_start": {"bleu": 15.5}}}
+
+
+def _find(exact, mcmc, prefix, part=""):
+    hits = [r for r in findings(exact, mcmc) if r["claim"].startswith(prefix) and part in r["claim"]]
+    assert len(hits) == 1, (prefix, part, [h["claim"] for h in hits])
+    return hits[0]
+
+
+def _runs(m, group, scheme):
+    return [r for r in m["runs"] if r["group"] == group and r["scheme"] == scheme]
+
+
+def _assert_well_formed(md):
+    block = []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            counts = {len(re.split(r"(?<!\\)\|", b.strip())) - 2 for b in block}
+            assert len(counts) == 1, block
+            assert re.fullmatch(r"\|(---\|)+", block[1]), block[1]
+            block = []
+
+
+# ---------------------------------------------------------------------------------------------
+def test_paper_numbers_are_transcribed():
+    assert PAPER_TABLE6_1["p-1k"] == {"true": 5.32, "nll": {"ll": 6.74, "pll": 7.01, "mlm": 7.71},
+                                      "neg_pll": 5.74, "neg_mlm": 5.87}
+    assert PAPER_TABLE6_1["h-10k+"]["nll"]["mlm"] == 6.88 and PAPER_TABLE6_1["h-1k"]["neg_mlm"] == 4.46
+    assert PAPER_TABLE6_1["phoneme"] == {"true": None, "nll": {"ll": None, "pll": 14.58, "mlm": 18.20},
+                                         "neg_pll": 13.31, "neg_mlm": 13.12}
+    assert PAPER_TABLE6_2[2.0] == {"norm": {"e_norm": 12.87, "novel": 0.03, "bleu": 25.91},
+                                   "deg": {"e_norm": 32.46, "novel": 1.0, "bleu": 14.53}}
+    assert PAPER_TABLE6_2[0.5]["deg"] == {"e_norm": 17.65, "novel": 0.04, "bleu": 26.12}
+    assert PAPER_TABLE6_3[0.9]["deg"] == {"e_norm": 18.57, "novel": 0.10, "bleu": 23.25}
+    assert PAPER_TABLE6_3[0.99]["norm"]["bleu"] == 24.95
+    assert PAPER_TABLE6_4 == {"deg": {"e_norm": 31.18, "novel": 0.77, "bleu": 9.03},
+                              "raw": {"e_norm": 8.08, "novel": 0.40, "bleu": 27.12},
+                              "norm": {"e_norm": 8.17, "novel": 0.41, "bleu": 26.78}}
+    assert PAPER_TABLE6_5[0.04]["norm"] == {"e_norm": 3245.65, "accept": 0.45, "bleu_best": 27.58}
+    assert PAPER_TABLE6_5[0.06]["raw"] == {"e_norm": 2146.34, "accept": 0.58, "bleu_best": 27.21}
+    assert PAPER_TABLE6_6["mask_predict"] == {"de_en": 29.27, "ro_en": 29.95}
+    assert PAPER_TABLE6_6["raw"] == {"de_en": 30.12, "ro_en": 30.86} and PAPER_TABLE6_6["warm_start"]["ro_en"] == 24.38
+    assert PAPER_SEC6_6["raw"] == {"accept": 0.9, "novel": 0.11} and PAPER_SEC6_6["norm"]["novel"] == 0.13
+
+
+def test_spearman():
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # the thesis's MH novel rates vs temperature (ties at 0.03): −1/√95
+    assert spearman([2.0, 1.5, 1.0, 0.8, 0.5], [0.03, 0.05, 0.11, 0.06, 0.03]) == pytest.approx(-1 / 95 ** 0.5)
+    assert spearman([1, 2], [5, 5]) is None and spearman([1], [2]) is None
+
+
+def test_every_claim_reproduced_on_good_numbers():
+    rows = findings(_exact(), _mcmc())
+    assert len(rows) == 12
+    assert all(set(r) == {"claim", "paper", "ours", "verdict"} for r in rows)
+    assert [r["verdict"] for r in rows] == [REPRODUCED] * 12, [(r["claim"], r["ours"]) for r in rows]
+    assert all(r["verdict"] in VERDICTS for r in rows)
+    assert "6/6 rows hold" in rows[0]["ours"] and "phoneme" in rows[0]["ours"]       # phoneme: no LL, untested
+    # the thesis's own numbers, tested the same way
+    assert "6/6 rows hold" in rows[0]["paper"]
+    assert "Spearman +1.00" in _find(None, None, "(6)", "temperature falls (degenerate")["paper"]
+    assert "does not hold in the thesis" in _find(None, None, "(6)", "temperature falls (MH")["paper"]
+    assert "3/3 hold" in _find(None, None, "(9)")["paper"]
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts follow the numbers
+def test_claim1_counts_rows_and_uses_the_seeds_spread():
+    ex = _exact()
+    for entry in ex["table"][:2]:                       # MLM better than PLL in 2 of 6 rows
+        entry["by_objective"]["mlm"]["nll"] = entry["by_objective"]["pll"]["nll"] - 0.5
+    row = _find(ex, None, "(1)")
+    assert row["verdict"] == PARTIAL and "4/6 rows hold" in row["ours"]
+    for entry in ex["table"][:6]:
+        entry["by_objective"]["mlm"]["nll"] = entry["by_objective"]["pll"]["nll"] - 0.5
+    assert _find(ex, None, "(1)")["verdict"] == NOT_REPRODUCED
+    ex = _exact()
+    for entry in ex["table"][:6]:                       # PLL < MLM by less than the sd: undecided
+        entry["by_objective"]["mlm"]["nll"] = entry["by_objective"]["pll"]["nll"] + 0.005
+    row = _find(ex, None, "(1)")
+    assert row["verdict"] == NOT_DISTINGUISHABLE and "|Δ| ≤ sd" in row["ours"]
+    for entry in ex["table"][:6]:                       # one seed: no spread, the sign decides
+        entry["seeds"] = 1
+    assert _find(ex, None, "(1)")["verdict"] == REPRODUCED
+
+
+def test_claims_2_and_3_flip():
+    ex = _exact()
+    ex["figure"]["nll"]["kl"][0] = ex["figure"]["nll"]["kl_pl"][0] = 6.9       # KL worse than PL-only at 30
+    assert _find(ex, None, "(2)")["verdict"] == NOT_REPRODUCED
+    assert _find(ex, None, "(3)")["verdict"] == PARTIAL                       # 10/12 below DPLL
+    assert "10/12 hold" in _find(ex, None, "(3)")["ours"]
+    ex = _exact()
+    ex["figure"]["nll"]["kl"][0] = 6.47                                        # within the sd of PL-only 6.5
+    ex["figure"]["nll"]["kl_pl"][0] = 6.48
+    assert _find(ex, None, "(2)")["verdict"] == NOT_DISTINGUISHABLE
+    ex["figure"]["dpll"]["nll"] = 4.0
+    assert _find(ex, None, "(3)")["verdict"] == NOT_REPRODUCED
+
+
+def test_claim4_flips_when_degenerate_gibbs_wins():
+    m = _mcmc()
+    (deg,) = _runs(m, "main", "deg")
+    deg["e_norm"], deg["bleu"] = 10.0, 30.0
+    row = _find(None, m, "(4)")
+    assert row["verdict"] == NOT_REPRODUCED and "0/4 hold" in row["ours"]
+    deg["e_norm"] = 40.0                          # between raw (41) and norm (39) on E_norm, still best BLEU
+    deg["bleu"] = 5.0
+    assert _find(None, m, "(4)")["verdict"] == PARTIAL
+
+
+def test_claim5_flips():
+    m = _mcmc()
+    (deg,) = _runs(m, "main", "deg")
+    deg["curve"]["e_norm"], deg["curve"]["bleu"] = _flat(70.0), _flat(12.0)
+    assert _find(None, m, "(5)")["verdict"] == PARTIAL          # MH fine, deg does not degrade: 2/3
+    m = _mcmc()
+    (raw,) = _runs(m, "main", "raw")
+    raw["curve"]["bleu"] = _ramp(25.0, 10.0)
+    row = _find(None, m, "(5)")
+    assert row["verdict"] == PARTIAL and "raw degrades" in row["ours"]
+    # the burn-in is left out: a deg chain that collapses only during burn-in does not degrade afterwards
+    m = _mcmc()
+    (deg,) = _runs(m, "main", "deg")
+    deg["curve"]["e_norm"] = [50.0 + 5 * i for i in range(BURN)] + _flat(90.0, SWEEPS)
+    deg["curve"]["bleu"] = [18.0 - i for i in range(BURN)] + _flat(6.0, SWEEPS)
+    assert "deg does not degrade" in _find(None, m, "(5)")["ours"]
+
+
+def test_claims_6_to_9_flip():
+    m = _mcmc()
+    for r in _runs(m, "temperature", "deg"):
+        r["novel"] = 1.0 - r["novel"]
+    assert _find(None, m, "(6)", "temperature falls (degenerate")["verdict"] == NOT_REPRODUCED
+    assert _find(None, m, "(6)", "temperature falls (MH")["verdict"] == REPRODUCED
+    m = _mcmc()
+    for r in _runs(m, "block", "raw") + _runs(m, "block", "norm"):
+        r["novel"] = 0.05
+    row = _find(None, m, "(7)")
+    assert row["verdict"] == NOT_REPRODUCED and "R-hat 1.020" in row["ours"] and "ESS 55.0" in row["ours"]
+    m = _mcmc()
+    for r in _runs(m, "anneal", "norm") + _runs(m, "anneal", "raw"):
+        r["accept"] = 0.3 + r["value"]                 # acceptance rises with the step
+    row = _find(None, m, "(8)")
+    assert row["verdict"] == PARTIAL and "6/8 hold" in row["ours"]
+    m = _mcmc()
+    m["baselines"]["mask_predict"]["bleu"] = 25.0       # mask-predict beats both MH energies
+    row = _find(None, m, "(9)")
+    assert row["verdict"] == NOT_REPRODUCED and "1/3 hold" in row["ours"]
+    m["baselines"]["mask_predict"]["bleu"] = 22.2       # between norm and raw
+    assert _find(None, m, "(9)")["verdict"] == PARTIAL
+
+
+# ---------------------------------------------------------------------------------------------
+# missing and failed
+def test_missing_everything_is_not_run_and_not_testable():
+    rows = findings(None, None)
+    assert [r["verdict"] for r in rows] == [NOT_TESTABLE] * 12
+    assert findings({}, {"runs": []}) == rows
+    md = readme(None, None)
+    assert "not run" in md and "Figure 6.1 is a plot and gives no numbers" in md
+    _assert_well_formed(md)
+    assert "(6.74)" in table_6_1(None) and "(12.87)" in table_6_2(None)      # the thesis's numbers stand alone
+    with pytest.raises(ValueError):
+        readme([], None)
+
+
+def test_partial_metrics():
+    ex = _exact()
+    del ex["figure"]
+    m = {"settings": {"burn_in": BURN, "sweeps": SWEEPS}, "runs": [r for r in _mcmc()["runs"] if r["group"] == "main"]}
+    m["runs"][0].pop("curve")
+    verdicts = {r["claim"][:3]: r["verdict"] for r in findings(ex, m)}
+    assert verdicts["(1)"] == REPRODUCED and verdicts["(2)"] == NOT_TESTABLE and verdicts["(3)"] == NOT_TESTABLE
+    assert verdicts["(4)"] == REPRODUCED
+    assert verdicts["(5)"] == REPRODUCED                       # raw has no curve: deg and norm decide
+    assert "raw: no post-burn-in curve" in _find(ex, m, "(5)")["ours"]
+    assert verdicts["(7)"] == NOT_TESTABLE and verdicts["(9)"] == NOT_TESTABLE
+    assert "mask-predict baseline not run" in _find(ex, m, "(9)")["ours"]
+    assert "Table 6.4: not run" in table_6_4(m) and "Baselines: not run" in table_6_6(m)
+    assert "not run" in table_figure_6_1(ex)
+
+
+def test_failed_objective_is_marked_and_untested():
+    ex = _exact()
+    ex["table"][0]["by_objective"]["ll"]["failed"] = True
+    ex["table"][0]["by_objective"]["ll"]["nll"] = 99.0
+    row = _find(ex, None, "(1)")
+    assert row["verdict"] == REPRODUCED and "5/5 rows hold" in row["ours"] and "LL did not train" in row["ours"]
+    assert "99.00 ± 0.01 ✗ (6.74)" in table_6_1(ex)
+
+
+# ---------------------------------------------------------------------------------------------
+# tables, figures, report
+def test_tables_show_ours_beside_the_thesis():
+    ex, m = _exact(), _mcmc()
+    t1 = table_6_1(ex)
+    assert "5.01 ± 0.01 (6.74)" in t1 and "5.11 ± 0.01 (7.01)" in t1 and "5.81 ± 0.01 (7.71)" in t1
+    assert "4.80 (5.32)" in t1 and "11.25 ± 0.01 (18.20)" in t1 and "up to length 3 (thesis: 6)" in t1
+    f1 = table_figure_6_1(ex)
+    assert "| 30 | 6.50 ± 0.05 | 5.60 ± 0.05 | 5.55 ± 0.05 |" in f1 and "6.80" in f1
+    f2 = table_figure_6_2(m)
+    assert "0.88 (0.90)" in f2 and "0.38 (0.36)" in f2 and "70.00" in f2
+    t2 = table_6_2(m)
+    assert "| 2 | 40.00 (12.87) | 0.05 (0.03) | 20.00 (25.91) |" in t2 and "(32.46)" in t2
+    assert "0.40 (0.36)" in table_6_3(m) and "40.00 (18.23)" in table_6_3(m)
+    t4 = table_6_4(m)
+    assert "38.00 (8.08)" in t4 and "0.42 (0.41)" in t4 and "0.12 (0.11)" in t4 and "annealed" in t4
+    t5 = table_6_5(m)
+    assert "| norm | 0.02 | 30.00 (3277.60) | 0.50 (0.52) | 24.00 (29.16) |" in t5 and "0.60 (0.58)" in t5
+    t6 = table_6_6(m)
+    assert "| Raw Score Energy | 22.50 |" in t6 and "30.12" in t6 and "15.50" in t6 and "1 length candidate" in t6
+    mix = table_mixing(m)
+    assert mix.count("| 1.020 |") == len(m["runs"]) and "5678" in mix
+    for md in (t1, f1, f2, t2, t4, t5, t6, mix, findings_table(findings(ex, m))):
+        _assert_well_formed(md)
+
+
+def test_figures_draw_with_and_without_data():
+    ex, m = _exact(), _mcmc()
+    fig = figure_6_1(ex)
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xscale() == "log"
+        assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"PL-only", "TRUE", "DPLL (10000)"}
+    finally:
+        close(fig)
+    fig = figure_6_2(m)
+    try:
+        assert [len(a.lines) for a in fig.axes] == [3, 3]
+        assert len(fig.axes[0].lines[0].get_xdata()) == BURN + SWEEPS
+    finally:
+        close(fig)
+    fig = figure_6_4(m)
+    try:
+        assert len(fig.axes[0].lines) == 6 and len(fig.axes[1].lines) == 6
+    finally:
+        close(fig)
+    for make, arg in ((figure_6_1, None), (figure_6_2, None), (figure_6_3, None), (figure_6_4, None),
+                      (figure_6_3, m)):
+        close(make(arg))
+
+
+def test_write_report(tmp_path: Path):
+    ex, m = _exact(), _mcmc()
+    (deg,) = _runs(m, "main", "deg")
+    deg["e_norm"], deg["bleu"] = 10.0, 30.0                      # claim 4 no longer holds
+    out = write_report(ex, m, tmp_path / "report")
+    assert set(out) == {"README.md", "figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png"}
+    for name, p in out.items():
+        assert isinstance(p, Path) and p.parent == tmp_path / "report" and p.stat().st_size > 0
+        if name.endswith(".png"):
+            assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in (tmp_path / "report").iterdir() if p.name.endswith(".tmp")]
+    md = out["README.md"].read_text()
+    for heading in ("## What was run", "## Table 6.1", "## Figure 6.1", "## Figure 6.2", "## Table 6.2",
+                    "## Table 6.3", "## Table 6.4", "## Table 6.5", "## Table 6.6", "## Mixing", "## Findings"):
+        assert heading in md
+    for png in ("figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png"):
+        assert f"({png})" in md
+    assert "Greek→English New Testament" in md and "patterns" in md and "burn_in: 7" in md
+    assert "| claim | thesis's evidence | ours | verdict |" in md
+    assert "**reproduced**" in md and "**not reproduced**" in md
+    _assert_well_formed(md)
+    assert readme(copy.deepcopy(ex), copy.deepcopy(m)) == md
+    # nothing run: still writes every file
+    out2 = write_report(None, None, tmp_path / "empty")
+    assert all(p.exists() for p in out2.values())
+    assert "**not testable here**" in out2["README.md"].read_text()
