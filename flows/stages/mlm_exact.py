@@ -1,0 +1,242 @@
+"""Stage ``mlm_exact``: thesis ch. 6, Sec. 6.2.3 — masked LMs against exact likelihood training on
+spaces small enough to enumerate (Table 6.1) and the KL projection of pretrained MLM conditionals
+(Figure 6.1), as one Ray Tune grid.
+
+Trials (one per grid element, ``mlm_exact.sweep.resources`` each):
+
+- ``cell``: a (source, train size, objective, seed) of Table 6.1 — a ``BiLSTMMLM`` read as
+  E_raw trained by exact LL (log Z by enumeration), exact PLL (true conditionals) or MLM
+  (free conditionals), scored on held-out data by exact NLL, -PLL and -MLM
+  (``components.training.mlm_exact.run_cell``). Sources: the palindrome and low/high-entropy
+  HMM generators (V = T = 5) and the CMU dictionary's phoneme sequences up to
+  ``cell.phoneme_max_len`` phonemes (the thesis: 6; log Z then sums 39^6 sequences).
+- ``projection``: Figure 6.1 for one (source, seed) — pretrain an MLM, then PL from scratch vs KL
+  projection (alone and with PL) on growing small training sets (``run_projection``).
+
+Outputs ``metrics/mlm_exact.json`` in the schema ``components.reports.goyal_mlm`` reads
+(``table`` rows with each objective's mean and sd over seeds, ``figure``, ``settings``); the
+report itself is written by the ``mcmc`` stage, which reads this file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from components.config import BaseConfig, ConfigError, check_range, load_section
+from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
+                                           ProjectionConfig, run_cell, run_projection)
+from flows.stages.common import StageContext, main
+from flows.sweeps import ResourcesConfig, SweepConfig, run_sweep
+
+#: Table 6.1 row names: source -> the thesis' prefix ("+" marks the high-entropy HMM).
+ROW_NAMES = {"palindrome": ("p", ""), "hmm_low": ("h", ""), "hmm_high": ("h", "+")}
+
+
+@dataclass(frozen=True)
+class PhonemeStudyConfig:
+    enabled: bool = True
+    train_size: int = 3000              # sequences of length <= cell.phoneme_max_len from train.parquet
+    objectives: tuple[str, ...] = ("pll", "mlm")   # exact LL is out of reach here, as in the thesis
+
+    def __post_init__(self):
+        check_range(self, positive=("train_size",), nonempty=("objectives",))
+
+
+@dataclass(frozen=True)
+class ProjectionStudyConfig:
+    sources: tuple[str, ...] = ("hmm_low",)
+    pretrain_size: int = 10_000         # the thesis: 100k synthetic sequences
+    train_sizes: tuple[int, ...] = (30, 100, 300, 1000)
+    objectives: tuple[str, ...] = ("pll", "kl", "kl_pl")
+
+
+@dataclass(frozen=True)
+class MLMExactConfig:
+    sources: tuple[str, ...] = ("palindrome", "hmm_low", "hmm_high")
+    train_sizes: tuple[int, ...] = (1000, 10000)
+    objectives: tuple[str, ...] = ("ll", "pll", "mlm")
+    seeds: tuple[int, ...] = (0,)
+    cell: CellConfig = CellConfig()
+    phonemes: PhonemeStudyConfig = PhonemeStudyConfig()
+    projection: ProjectionStudyConfig = ProjectionStudyConfig()
+    sweep: SweepConfig = SweepConfig(num_samples=1, max_concurrent=2, metric="nll", mode="min",
+                                     resources=ResourcesConfig(cpu=1, gpu=0))
+    paper_phoneme_max_len: int = 6
+
+    def __post_init__(self):
+        check_range(self, positive=("train_sizes",), nonnegative=("seeds",), nonempty=("seeds",))
+
+
+def load_config(params: dict[str, Any]) -> MLMExactConfig:
+    cfg = load_section(MLMExactConfig, "mlm_exact", params)
+    for where, names, known in (("mlm_exact.sources", cfg.sources, CELL_SOURCES),
+                                ("mlm_exact.projection.sources", cfg.projection.sources, CELL_SOURCES),
+                                ("mlm_exact.objectives", cfg.objectives, tuple(EXACT_OBJECTIVES)),
+                                ("mlm_exact.phonemes.objectives", cfg.phonemes.objectives, tuple(EXACT_OBJECTIVES))):
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise ConfigError(f"{where}: {bad} not among {list(known)}")
+    for where, names in (("mlm_exact.objectives", cfg.objectives), ("mlm_exact.phonemes.objectives", cfg.phonemes.objectives)):
+        if any(n in TEACHER_OBJECTIVES for n in names):
+            raise ConfigError(f"{where}: {list(TEACHER_OBJECTIVES)} need a pretrained teacher: they belong in "
+                              "mlm_exact.projection.objectives")
+    if "phonemes" in cfg.sources:
+        raise ConfigError("mlm_exact.sources: phonemes are configured under mlm_exact.phonemes")
+    # the projection's own checks (sizes, objectives) before any work
+    _projection(cfg)
+    return cfg
+
+
+def _projection(cfg: MLMExactConfig) -> ProjectionConfig:
+    p = cfg.projection
+    return ProjectionConfig(cell=cfg.cell, pretrain_size=p.pretrain_size, train_sizes=tuple(p.train_sizes),
+                            objectives=tuple(p.objectives))
+
+
+def design(cfg: MLMExactConfig) -> list[dict[str, Any]]:
+    """The grid: the projection runs first (the longest), then the Table 6.1 cells, largest first."""
+    grid: list[dict[str, Any]] = []
+    for seed in cfg.seeds:
+        for source in cfg.projection.sources:
+            grid.append({"kind": "projection", "source": source, "seed": seed})
+    cells = []
+    for seed in cfg.seeds:
+        for size in cfg.train_sizes:
+            for source in cfg.sources:
+                for obj in cfg.objectives:
+                    cells.append({"kind": "cell", "source": source, "train_size": size, "objective": obj, "seed": seed})
+        if cfg.phonemes.enabled:
+            for obj in cfg.phonemes.objectives:
+                cells.append({"kind": "cell", "source": "phonemes", "train_size": cfg.phonemes.train_size,
+                              "objective": obj, "seed": seed})
+    cells.sort(key=lambda c: -c["train_size"] * (3 if c["objective"] == "ll" else 1))
+    return grid + cells
+
+
+def exact_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
+    """Ray Tune function trainable: one grid element; writes ``record.json`` and reports its NLL."""
+    from ray import tune
+
+    run = config["run"]
+    cfg = load_config(params)
+    torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
+    cell = _rooted(cfg.cell, Path(root))
+    if run["kind"] == "projection":
+        out = run_projection(run["source"], run["seed"], dataclasses.replace(_projection(cfg), cell=cell))
+        nll = float(out["pretrain"]["nll"])
+    else:
+        out = run_cell(run["source"], run["train_size"], run["objective"], run["seed"], cell)
+        nll = float(out["nll"])
+    record = {"run": run, "result": out}
+    (Path(tune.get_context().get_trial_dir()) / "record.json").write_text(json.dumps(record, indent=1))
+    tune.report({"nll": nll})
+
+
+def _rooted(cell: CellConfig, root: Path) -> CellConfig:
+    p = Path(cell.phoneme_dir)
+    return dataclasses.replace(cell, phoneme_dir=str(p if p.is_absolute() else root / p))
+
+
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return None, None
+    return statistics.fmean(v), (statistics.stdev(v) if len(v) > 1 else 0.0)
+
+
+def _row_name(source: str, size: int) -> str:
+    if source == "phonemes":
+        return "phoneme"
+    prefix, plus = ROW_NAMES.get(source, (source, ""))
+    k = f"{size // 1000}k" if size % 1000 == 0 else str(size)
+    return f"{prefix}-{k}{plus}"
+
+
+def summarise(cfg: MLMExactConfig, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's ``metrics/mlm_exact.json`` from the trials' records."""
+    cells = [r for r in records if r["run"]["kind"] == "cell"]
+    table = []
+    keys = list({(r["run"]["source"], r["run"]["train_size"]) for r in cells})
+    order = {s: i for i, s in enumerate(cfg.sources)}
+    keys.sort(key=lambda k: (k[0] == "phonemes", order.get(k[0], 99), k[1]))
+    for source, size in keys:
+        mine = [r for r in cells if r["run"]["source"] == source and r["run"]["train_size"] == size]
+        by_obj: dict[str, Any] = {}
+        for obj in dict.fromkeys(r["run"]["objective"] for r in mine):
+            rs = [r["result"] for r in mine if r["run"]["objective"] == obj]
+            entry: dict[str, Any] = {"seeds": len(rs), "failed": False}
+            for m in ("nll", "neg_pll", "neg_mlm", "epochs", "best_epoch", "train_seconds"):
+                mean, sd = _mean_sd([float(x[m]) for x in rs if m in x])
+                entry[m] = mean
+                if m in ("nll", "neg_pll", "neg_mlm"):
+                    entry[f"{m}_sd"] = sd
+            by_obj[obj] = entry
+        true, _ = _mean_sd([float(r["result"]["true_nll"]) for r in mine if "true_nll" in r["result"]])
+        table.append({"row": _row_name(source, size), "data": "phoneme" if source == "phonemes" else source,
+                      "train_size": size, "true": true, "seeds": len({r["run"]["seed"] for r in mine}),
+                      "by_objective": by_obj})
+    figure: dict[str, Any] = {}
+    proj = [r for r in records if r["run"]["kind"] == "projection"]
+    if proj:
+        source = cfg.projection.sources[0]
+        mine = [r["result"] for r in proj if r["run"]["source"] == source]
+        sizes = list(cfg.projection.train_sizes)
+        nll: dict[str, list] = {}
+        sd: dict[str, list] = {}
+        for obj in cfg.projection.objectives:
+            nll[obj], sd[obj] = [], []
+            for size in sizes:
+                m, s = _mean_sd([float(x["nll"]) for res in mine for x in res["runs"]
+                                 if x["objective"] == obj and x["train_size"] == size])
+                nll[obj].append(m)
+                sd[obj].append(s)
+        true, _ = _mean_sd([float(res["true_nll"]) for res in mine if "true_nll" in res])
+        dpll, _ = _mean_sd([float(res["pretrain"]["nll"]) for res in mine])
+        figure = {"data": source, "true": true, "dpll": {"pretrain_size": cfg.projection.pretrain_size, "nll": dpll},
+                  "sizes": sizes, "nll": nll, "sd": sd, "seeds": len(mine)}
+    settings = {"length": cfg.cell.length, "vocab": cfg.cell.vocab, "hidden": cfg.cell.model.hidden,
+                "embedding_dim": cfg.cell.model.embedding_dim, "lr": cfg.cell.train.lr,
+                "epochs": cfg.cell.train.epochs, "patience": cfg.cell.train.patience,
+                "dev_size": cfg.cell.dev_size, "test_size": cfg.cell.test_size, "seeds": list(cfg.seeds),
+                "phoneme_max_len": cfg.cell.phoneme_max_len, "paper_phoneme_max_len": cfg.paper_phoneme_max_len,
+                "phoneme_train_size": cfg.phonemes.train_size if cfg.phonemes.enabled else None,
+                "projection_pretrain_size": cfg.projection.pretrain_size}
+    return {"table": table, "figure": figure, "settings": settings}
+
+
+def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
+    from ray import tune
+    cfg = load_config(params)
+    grid = design(cfg)
+    if cfg.phonemes.enabled:
+        phon = ctx.path(cfg.cell.phoneme_dir)
+        if not (phon / "train.parquet").exists():
+            raise FileNotFoundError(f"mlm_exact: {phon}/train.parquet is missing (run the prepare stage)")
+    t0 = time.perf_counter()
+    with ctx.tracker.start_run("sweep/mlm_exact", parent_run_id=ctx.run_id,
+                               tags={"stage": ctx.stage, "study": "goyal_mlm"}) as parent:
+        ctx.tracker.log_params({"n_runs": len(grid), "sources": ",".join(cfg.sources), "seeds": str(list(cfg.seeds))})
+        trainable = tune.with_parameters(exact_trial, params=params, root=str(ctx.root))
+        res = run_sweep(trainable, name="mlm_exact", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
+                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
+                        tags={"stage": ctx.stage}, grid=grid)
+        records = [json.loads((Path(t["path"]) / "record.json").read_text()) for t in res.trials]
+        metrics = summarise(cfg, records)
+        ctx.tracker.log_metrics({f"{row['row'].replace('+', '_plus')}.{obj}.{m}": v for row in metrics["table"]
+                                 for obj, e in row["by_objective"].items() for m, v in e.items()
+                                 if m in ("nll", "neg_pll", "neg_mlm") and v is not None})
+    metrics["runs"] = len(grid)
+    metrics["sweep_minutes"] = (time.perf_counter() - t0) / 60.0
+    return metrics
+
+
+if __name__ == "__main__":
+    main("mlm_exact")
