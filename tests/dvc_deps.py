@@ -251,10 +251,14 @@ def suggested_deps(stage: dict, root: Path = ROOT) -> list[str]:
 
 def sections_read(path: Path) -> set[str]:
     """The params sections a stage module loads by name: the string literal given to
-    ``load_section(cls, "<section>", ...)`` and any ``section="<section>"`` keyword (a ModelSpec)."""
+    ``load_section(cls, "<section>", ...)``, any ``section="<section>"`` keyword (a ModelSpec) and
+    any ``params["<section>"]`` subscript (a part of another stage's section read with ``from_dict``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     out = set()
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "params"
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            out.add(node.slice.value)
         if not isinstance(node, ast.Call):
             continue
         fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")

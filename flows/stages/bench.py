@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from components.config import check_range, field_error, load_section
+from components.config import ConfigError, check_range, field_error, from_dict, load_section
+from components.data.translation import TranslationConfig
 from components.energies.mlm import ENERGY_KINDS, MLMEnergy
 from components.inference.chains import shard_batch
 from components.inference.mcmc import MHMLMConfig
@@ -38,7 +39,6 @@ from components.inference.oracle_bench import compare_oracle_grid
 from components.inference.beam_bench import compare_decoding, compare_train_epochs
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.structures.baselines import PytorchCRF, TorchStruct
-from flows.stages.cmlm import CMLMStageConfig
 from flows.stages.common import StageContext, main
 
 
@@ -298,6 +298,14 @@ def beam_markdown(beam: dict[str, Any], cfg: BeamBenchConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cmlm_section(params: dict[str, Any], key: str, cls: type) -> Any:
+    """``cmlm.<key>`` (the conditional MLM's architecture or data settings) loaded strictly."""
+    try:
+        return from_dict(cls, params["cmlm"][key], where=f"cmlm.{key}")
+    except KeyError:
+        raise ConfigError(f"params: the bench's MH benchmark reads cmlm.{key}, which is missing") from None
+
+
 def bench_mcmc(cfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, int], device: str) -> dict[str, Any]:
     """MH proposals per second, ``mh_mlm`` vs the naive Algorithm 4, at equal chains and lengths."""
     g = torch.Generator().manual_seed(cfg.seed)
@@ -332,7 +340,8 @@ def mcmc_markdown(res: dict[str, Any], cfg: MCMCBenchConfig) -> str:
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(BenchConfig, "bench", params)
-    cmlm = load_section(CMLMStageConfig, "cmlm", params)
+    cmlm_model = cmlm_section(params, "model", CMLMConfig)
+    cmlm_data = cmlm_section(params, "data", TranslationConfig)
     acfg = load_section(ApproxStudyConfig, "approx", params)
     torch.set_num_threads(cfg.threads)
     devices = ["cpu"] + (["cuda"] if cfg.gpu and torch.cuda.is_available() else [])
@@ -349,7 +358,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         print(f"bench {dev} beam: {beam[dev]}", flush=True)
     mcmc: dict[str, Any] = {}
     for dev in devices:
-        mcmc[dev] = bench_mcmc(cfg.mcmc, cmlm.model, (cmlm.data.src_vocab_size, cmlm.data.tgt_vocab_size), dev)
+        mcmc[dev] = bench_mcmc(cfg.mcmc, cmlm_model, (cmlm_data.src_vocab_size, cmlm_data.tgt_vocab_size), dev)
         print(f"bench {dev} mcmc: {mcmc[dev]}", flush=True)
     if "cuda" not in devices:
         beam["cuda"] = "no GPU" if not torch.cuda.is_available() else "skipped (bench.gpu: false)"

@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from components.config import check_range, field_error, load_section, resolve_device
+from components.config import ConfigError, check_range, field_error, from_dict, load_section, resolve_device
 from components.data.translation import TranslationConfig, load_translation_task
 from components.inference.chains import ShardSpec, run_shard, summarise_run
 from components.inference.mask_predict import MaskPredictConfig
@@ -55,6 +55,7 @@ SCHEMES = {"raw": ("mh_mlm", "raw"), "norm": ("mh_mlm", "norm"), "deg": ("gibbs_
 class MCMCDataConfig:
     max_source_words: int = 20          # the thesis' De-En (20)
     sentences: int = 8                  # test verses sampled by every configuration but `full`
+    shortest: bool = False              # the verses with the shortest predicted targets (else random)
     full_sentences: int = 32            # Table 6.6's set (0: the whole test set)
     seed: int = 0                       # which verses
 
@@ -99,6 +100,12 @@ class MCMCStageConfig:
 
     def __post_init__(self):
         check_range(self, positive=("chains", "sweeps", "shard_sentences"), nonnegative=("burn_in", "seed", "max_rows"))
+        # the R-hat / ESS of every run's summary (components.inference.diagnostics) need these: fail here, not
+        # after the sampling
+        if self.chains < 2:
+            raise field_error(self, "chains", f"must be >= 2 (R-hat compares chains), got {self.chains}")
+        if self.sweeps < 4:
+            raise field_error(self, "sweeps", f"must be >= 4 sampling sweeps (R-hat / ESS), got {self.sweeps}")
 
 
 def load_config(params: dict[str, Any]) -> MCMCStageConfig:
@@ -150,12 +157,16 @@ def _key(run: dict[str, Any]) -> str:
     return json.dumps([run["sampler"], run["energy"], run["set"], full], sort_keys=True)
 
 
-def _select(ds: Any, max_words: int, n: int, seed: int) -> list[int]:
-    """Indices of up to ``n`` test verses with at most ``max_words`` source words (seeded, sorted)."""
+def _select(ds: Any, max_words: int, n: int, seed: int, lengths: list[int] | None = None) -> list[int]:
+    """Indices (sorted) of up to ``n`` test verses with at most ``max_words`` source words: with
+    ``lengths`` (the predicted target length of every verse), the ``n`` shortest targets, ties in a
+    seeded random order (sampling costs O(T^3) a sweep); else a seeded random ``n`` (0: all)."""
     short = [i for i, w in enumerate(ds.src_lengths.tolist()) if w <= max_words]
     g = torch.Generator().manual_seed(seed)
-    pick = torch.randperm(len(short), generator=g)[:n].tolist() if n else list(range(len(short)))
-    return sorted(short[i] for i in pick)
+    order = [short[i] for i in torch.randperm(len(short), generator=g).tolist()]
+    if lengths is not None:
+        order.sort(key=lambda i: lengths[i])                  # stable: the seeded order breaks ties
+    return sorted(order[:n] if n else order)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
@@ -170,15 +181,17 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         raise RuntimeError(f"mcmc: the subword vocabularies in {model_dir / 'vocab'} do not match cmlm.data: "
                            "re-run the cmlm stage")
     test = task.test
-    sets = {"short": _select(test, cfg.data.max_source_words, cfg.data.sentences, cfg.data.seed),
+    t0 = time.perf_counter()
+    predicted = predict_lengths(model, test, batch_size=64)     # the chains' lengths: the model's own
+    sets = {"short": _select(test, cfg.data.max_source_words, cfg.data.sentences, cfg.data.seed,
+                             predicted if cfg.data.shortest else None),
             "full": _select(test, 10 ** 9, cfg.data.full_sentences, cfg.data.seed)}
     if not sets["short"]:
         raise ValueError(f"mcmc: no test verse has <= {cfg.data.max_source_words} source words")
-    t0 = time.perf_counter()
     lengths, baselines = {}, {}
     for name, idx in sets.items():
         sub = test.subset(idx)
-        lengths[name] = predict_lengths(model, sub, batch_size=64)
+        lengths[name] = [predicted[i] for i in idx]
         mp = decode_bleu(model, sub, task.tgt_vocab, cfg.mask_predict, batch_size=64)
         warm = decode_bleu(model, sub, task.tgt_vocab, dataclasses.replace(cfg.mask_predict, iterations=1,
                                                                             length_candidates=1), batch_size=64)
@@ -249,8 +262,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
 
 
 def _cmlm_data(params: dict[str, Any]) -> TranslationConfig:
-    from flows.stages.cmlm import load_config as cmlm_config
-    return cmlm_config(params).data
+    try:
+        return from_dict(TranslationConfig, params["cmlm"]["data"], where="cmlm.data")
+    except KeyError:
+        raise ConfigError("params: the mcmc stage reads cmlm.data (the vocabularies' settings), which is missing") from None
 
 
 if __name__ == "__main__":

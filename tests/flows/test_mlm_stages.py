@@ -1,0 +1,223 @@
+"""Smoke tests of the thesis ch. 6 stages at tiny sizes: ``mlm_exact`` (Table 6.1 cells and the
+Figure 6.1 projection as one Ray grid, on a synthetic source and a tiny CMU phoneme file),
+``cmlm`` then ``mcmc`` (a tiny conditional MLM on the tiny Greek -> English corpus, every sampler
+configuration traced, the report), the ``cmlm`` learning gate, and ``bench_mcmc`` (no timing
+assertions). Configuration errors fail before Ray starts."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from components.config import ConfigError
+from components.models.mlm import CMLMConfig
+from flows.stages import bench, cmlm, mcmc, mlm_exact
+from flows.stages.common import run_stage
+from tests.flows.test_normalisation_stage import _parallel
+
+
+@pytest.fixture(autouse=True)
+def one_thread(tiny_root):
+    """One torch thread in this process (and in the stages: base.threads): two threads on a shared
+    2-core machine make these tiny models' forward passes an order of magnitude slower."""
+    tiny_root[1]["base"]["threads"] = 1
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+PHONEMES = ["AH0", "B", "K", "T", "IY1", "S"]      # stress digits are stripped: 6 symbols
+
+
+def _cmudict(root, n=(80, 20, 20)):
+    rng = np.random.default_rng(2)
+    out = root / "data" / "prepared" / "cmudict"
+    out.mkdir(parents=True, exist_ok=True)
+    for split, k in zip(("train", "dev", "test"), n):
+        # lengths 1..3: the 3-phoneme words are dropped at phoneme_max_len 2
+        rows = [[PHONEMES[i] for i in rng.integers(len(PHONEMES), size=rng.integers(1, 4))] for _ in range(k)]
+        if split == "train":
+            rows[:len(PHONEMES)] = [[p] for p in PHONEMES]             # every symbol in the train vocabulary
+        pq.write_table(pa.table({"word": [f"{split}{i}" for i in range(k)], "variant": pa.array([1] * k, pa.int8()),
+                                 "phonemes": rows}), out / f"{split}.parquet")
+
+
+def _tiny_exact(params):
+    m = params["mlm_exact"]
+    m.update(sources=["palindrome"], train_sizes=[50], objectives=["mlm", "pll"], seeds=[0])
+    c = m["cell"]
+    c["model"] = {"embedding_dim": 4, "hidden": 8, "layers": 1}
+    c["train"].update(epochs=2, batch_size=16, patience=1)
+    c.update(dev_size=20, test_size=20, phoneme_max_len=2)
+    m["phonemes"] = {"enabled": True, "train_size": 40, "objectives": ["pll", "mlm"]}
+    m["projection"] = {"sources": ["hmm_low"], "pretrain_size": 100, "train_sizes": [10, 20],
+                       "objectives": ["pll", "kl", "kl_pl"]}
+    m["sweep"] = {"num_samples": 1, "max_concurrent": 2, "metric": "nll", "mode": "min", "max_failures": 0,
+                  "resources": {"cpu": 1, "gpu": 0}}
+    return params
+
+
+def _finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def test_mlm_exact_stage_writes_the_table_and_the_figure(tiny_root):
+    root, params = tiny_root
+    params = _tiny_exact(params)
+    _cmudict(root)
+    import ray
+    try:
+        m = run_stage("mlm_exact", mlm_exact.run, params, root)
+    finally:
+        ray.shutdown()
+    assert m["runs"] == len(mlm_exact.design(mlm_exact.load_config(params))) == 5
+    rows = {r["row"]: r for r in m["table"]}
+    assert set(rows) == {"p-50", "phoneme"}
+    assert rows["p-50"]["train_size"] == 50 and _finite(rows["p-50"]["true"])
+    assert rows["phoneme"]["true"] is None and rows["phoneme"]["train_size"] == 40
+    for row in rows.values():
+        assert set(row["by_objective"]) == {"mlm", "pll"}
+        for e in row["by_objective"].values():
+            assert e["seeds"] == 1 and not e["failed"]
+            assert all(_finite(e[k]) for k in ("nll", "neg_pll", "neg_mlm"))
+    fig = m["figure"]
+    assert fig["data"] == "hmm_low" and fig["sizes"] == [10, 20] and fig["seeds"] == 1
+    assert set(fig["nll"]) == {"pll", "kl", "kl_pl"}
+    assert all(len(v) == 2 and all(_finite(x) for x in v) for v in fig["nll"].values())
+    assert _finite(fig["true"]) and _finite(fig["dpll"]["nll"]) and fig["dpll"]["pretrain_size"] == 100
+    assert m["settings"]["phoneme_max_len"] == 2
+    assert json.loads((root / "metrics/mlm_exact.json").read_text())["table"] == m["table"]
+
+
+@pytest.mark.parametrize("edit, error, match", [
+    (lambda m: m.update(objectives=["mlm", "nce"]), ConfigError, r"mlm_exact.objectives: \['nce'\]"),
+    (lambda m: m.update(objectives=["pll", "kl"]), ConfigError, "need a pretrained teacher"),
+    (lambda m: m["phonemes"].update(objectives=["kl_pl"]), ConfigError, "need a pretrained teacher"),
+    (lambda m: m.update(sources=["palindrome", "zipf"]), ConfigError, "mlm_exact.sources"),
+    # ProjectionConfig's own check: a plain ValueError (ConfigError's base), still before any work
+    (lambda m: m["projection"].update(objectives=["mlm"]), ValueError, "ProjectionConfig.objectives"),
+])
+def test_mlm_exact_bad_configuration_is_rejected(tiny_root, edit, error, match):
+    root, params = tiny_root
+    params = _tiny_exact(params)
+    edit(params["mlm_exact"])
+    with pytest.raises(error, match=match):
+        mlm_exact.load_config(params)
+
+
+def test_mlm_exact_stage_fails_before_ray_on_a_bad_config_or_missing_phonemes(tiny_root, monkeypatch):
+    root, params = tiny_root
+    params = _tiny_exact(params)
+    monkeypatch.setattr(mlm_exact, "run_sweep", lambda *a, **k: pytest.fail("the sweep started"))
+    params["mlm_exact"]["objectives"] = ["mlm", "kl"]
+    with pytest.raises(ConfigError, match="need a pretrained teacher"):
+        run_stage("mlm_exact", mlm_exact.run, params, root)
+    params["mlm_exact"]["objectives"] = ["mlm", "pll"]
+    with pytest.raises(FileNotFoundError, match="cmudict/train.parquet is missing"):
+        run_stage("mlm_exact", mlm_exact.run, params, root)
+    assert not (root / "metrics/mlm_exact.json").exists()
+
+
+def _tiny_cmlm(params):
+    c = params["cmlm"]
+    c["data"].update(src_vocab_size=40, tgt_vocab_size=30)
+    c["model"] = {"d_model": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "ff": 32, "dropout": 0.0,
+                  "max_source_len": 64, "max_target_len": 64, "tie_embeddings": True}
+    # ~0.1 s an epoch: 10 epochs take the tiny model about 0.4 nats below the unigram baseline (2 do not reach it)
+    c["train"].update(lr=0.01, epochs=10, batch_size=8, warmup_steps=5, patience=10)
+    c.update(min_gain=0.0, max_decode_pairs=4, decode={"iterations": 2, "length_candidates": 1})
+    c["sweep"] = {"num_samples": 1, "max_concurrent": 1, "metric": "best_dev_loss", "mode": "min",
+                  "max_failures": 0, "resources": {"cpu": 1, "gpu": 0}}
+    m = params["mcmc"]
+    m.update(chains=2, burn_in=1, sweeps=4, shard_sentences=2, resources={"cpu": 1, "gpu": 0},
+             mask_predict={"iterations": 2, "length_candidates": 1})
+    m["data"] = {"max_source_words": 100, "sentences": 2, "full_sentences": 2, "seed": 0}
+    m["runs"] = {"temperatures": [1.0, 0.5], "nuclei": [1.0, 0.9], "anneal_steps": [0.05], "block_size": 2,
+                 "block_anneal_sweeps": 1}
+    return params
+
+
+TRACE_COLUMNS = {"run", "sweep", "chain", "sentence", "energy", "e_norm", "accepted", "novel", "hamming",
+                 "temperature", "text", "bleu"}
+
+
+def test_cmlm_then_mcmc_write_the_model_traces_and_report_and_cmlm_fails_when_it_cannot_learn(tiny_root):
+    root, params = tiny_root
+    params = _tiny_cmlm(params)
+    _parallel(root)
+    import ray
+    try:
+        c = run_stage("cmlm", cmlm.run, params, root)
+        model_dir = root / "models/cmlm"
+        for f in ("model.pt", "model.json", "vocab/src.model", "vocab/tgt.model"):
+            assert (model_dir / f).exists(), f
+        assert c["learned_gain_nats"] > 0 and c["epochs"] >= 1
+        assert _finite(c["dev_bleu_mask_predict"]["bleu"]) and len(c["dev_examples"]) == 4
+
+        m = run_stage("mcmc", mcmc.run, params, root)
+        cfg = mcmc.load_config(params)
+        runs = mcmc.design(cfg)
+        assert [r["name"] for r in m["runs"]] == [r["name"] for r in runs]
+        steps = cfg.burn_in + cfg.sweeps
+        for r in m["runs"]:
+            assert _finite(r["e_norm"]), r["name"]
+            assert 0.0 <= r["accept"] <= 1.0, r["name"]
+            assert r["chains"] == 2 and r["sentences"] == 2 and r["sweeps"] == steps
+            assert all(len(v) == steps + 1 for v in r["curve"].values()), r["name"]
+        distinct = len({mcmc._key(r) for r in runs})
+        assert m["settings"]["distinct_runs"] == distinct < len(runs)      # temperature / nucleus 1 = main
+        frame = pd.read_parquet(root / "data/mcmc/traces.parquet")
+        assert set(frame.columns) == TRACE_COLUMNS
+        assert len(frame) == distinct * cfg.chains * 2 * (steps + 1)
+        assert frame["run"].nunique() == distinct
+        assert set(m["baselines"]) == {"mask_predict", "warm_start"}
+        readme = (root / "reports/goyal_mlm/README.md").read_text()
+        assert "## Findings" in readme and "| claim |" in readme
+        assert (root / "reports/goyal_mlm/figure_6_2.png").exists()
+
+        # a model that cannot clear the learning gate fails the trial, and so the stage
+        params["cmlm"]["min_gain"] = 100.0
+        params["cmlm"]["train"].update(epochs=1)
+        with pytest.raises(RuntimeError, match="sweep cmlm"):
+            run_stage("cmlm", cmlm.run, params, root)
+        errors = [p.read_text() for p in (root / ".ray_results/cmlm").rglob("error.txt")]
+        assert errors and any("did not learn" in e for e in errors)
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m.update(sweeps=3), "mcmc.sweeps: must be >= 4"),
+    (lambda m: m.update(chains=1), "mcmc.chains: must be >= 2"),
+    (lambda m: m["runs"].update(nuclei=[1.2]), "nuclei"),
+])
+def test_mcmc_bad_configuration_is_rejected(tiny_root, edit, match):
+    root, params = tiny_root
+    params = _tiny_cmlm(params)
+    edit(params["mcmc"])
+    with pytest.raises(ConfigError, match=match):
+        mcmc.load_config(params)
+
+
+def test_bench_mcmc_counts_fewer_passes_than_the_naive_loop():
+    cfg = bench.MCMCBenchConfig(chains=2, sentences=1, source_length=4, target_length=4, min_repeats=1,
+                                max_repeats=1, time_cap_s=0.5)
+    model = CMLMConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ff=32, dropout=0.0,
+                            max_source_len=8, max_target_len=8)
+    out = bench.bench_mcmc(cfg, model, (20, 20), "cpu")
+    assert set(out) >= {"naive_s", "fast_s", "mh_ratio", "mh_ratio_q1", "mh_ratio_q3", "naive_proposals_per_s",
+                        "fast_proposals_per_s", "naive_passes_per_proposal", "fast_passes_per_proposal",
+                        "naive_rows_per_proposal", "fast_rows_per_proposal", "proposals", "chains", "instances",
+                        "tokens", "mean_length", "law_gap", "repeats", "stable", "target", "target_met"}
+    assert out["chains"] == 2 and out["instances"] == 1 and out["mean_length"] == 4
+    assert out["proposals"] == 2 * 4                                    # chains x positions, one sweep
+    assert out["naive_passes_per_proposal"] == 1 + 2 * 4
+    assert out["naive_passes_per_proposal"] > out["fast_passes_per_proposal"]
+    assert out["law_gap"] < 1e-6 and isinstance(out["target_met"], bool)
+    md = bench.mcmc_markdown({"cpu": out, "cuda": "no GPU"}, cfg)
+    assert "| cpu | 2 x 1 x 4 |" in md and "| cuda | no GPU |" in md
