@@ -55,7 +55,7 @@ SCHEMES = {"raw": ("mh_mlm", "raw"), "norm": ("mh_mlm", "norm"), "deg": ("gibbs_
 class MCMCDataConfig:
     max_source_words: int = 20          # the thesis' De-En (20)
     sentences: int = 8                  # test verses sampled by every configuration but `full`
-    shortest: bool = False              # the verses with the shortest predicted targets (else random)
+    shortest: bool = False              # the verses with the shortest predicted targets (else random; both sets)
     full_sentences: int = 32            # Table 6.6's set (0: the whole test set)
     seed: int = 0                       # which verses
 
@@ -185,7 +185,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     predicted = predict_lengths(model, test, batch_size=64)     # the chains' lengths: the model's own
     sets = {"short": _select(test, cfg.data.max_source_words, cfg.data.sentences, cfg.data.seed,
                              predicted if cfg.data.shortest else None),
-            "full": _select(test, 10 ** 9, cfg.data.full_sentences, cfg.data.seed)}
+            "full": _select(test, 10 ** 9, cfg.data.full_sentences, cfg.data.seed,
+                            predicted if cfg.data.shortest and cfg.data.full_sentences else None)}
     if not sets["short"]:
         raise ValueError(f"mcmc: no test verse has <= {cfg.data.max_source_words} source words")
     lengths, baselines = {}, {}

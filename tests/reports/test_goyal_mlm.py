@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from components.reports.curves import close
-from components.reports.goyal_mlm import (NOT_DISTINGUISHABLE, NOT_REPRODUCED, NOT_TESTABLE, PAPER_SEC6_6,
+from components.reports.goyal_mlm import (MIN_BLEU, NOT_DISTINGUISHABLE, NOT_REPRODUCED, NOT_TESTABLE, PAPER_SEC6_6,
                                           PAPER_TABLE6_1, PAPER_TABLE6_2, PAPER_TABLE6_3, PAPER_TABLE6_4,
                                           PAPER_TABLE6_5, PAPER_TABLE6_6, PARTIAL, REPRODUCED, VERDICTS, figure_6_1,
                                           figure_6_2, figure_6_3, figure_6_4, findings, findings_table, readme,
@@ -355,3 +355,17 @@ def test_write_report(tmp_path: Path):
     out2 = write_report(None, None, tmp_path / "empty")
     assert all(p.exists() for p in out2.values())
     assert "**not testable here**" in out2["README.md"].read_text()
+
+
+def test_a_model_below_min_bleu_keeps_bleu_out_of_the_findings():
+    m = _mcmc()
+    (deg,) = _runs(m, "main", "deg")
+    deg["e_norm"], deg["bleu"] = 60.0, 30.0       # deg "wins" on BLEU, loses on E_norm
+    assert _find(None, m, "(4)")["verdict"] != REPRODUCED
+    m["model"]["dev_bleu_mask_predict"] = MIN_BLEU - 0.5    # the model's translations are noise
+    row = _find(None, m, "(4)")
+    assert row["verdict"] == REPRODUCED and "BLEU left out" in row["ours"]
+    assert _find(None, m, "(9)")["verdict"] == NOT_TESTABLE
+    m["model"]["dev_bleu_mask_predict"] = MIN_BLEU + 0.5
+    assert _find(None, m, "(4)")["verdict"] != REPRODUCED
+    assert _find(None, m, "(9)")["verdict"] != NOT_TESTABLE
