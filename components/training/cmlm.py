@@ -396,7 +396,6 @@ def save_cmlm(model: Any, folder: Any, task: Any, cfg: Any) -> None:
     ``sizes``: source / target vocabulary sizes, the special ids) into ``folder`` (created),
     each atomically."""
     import dataclasses
-    import json
     from pathlib import Path
 
     from components.io import atomic_path, write_json

@@ -41,7 +41,7 @@ from components.data.translation import TranslationConfig, load_translation_task
 from components.inference.chains import ShardSpec, run_shard, summarise_run
 from components.inference.mask_predict import MaskPredictConfig
 from components.inference.mcmc import SAMPLERS
-from components.io import atomic_path, write_json
+from components.io import atomic_path
 from components.reports.goyal_mlm import write_report
 from components.training.cmlm import decode_bleu, load_cmlm, predict_lengths
 from flows.parallel import sharded_map

@@ -24,13 +24,13 @@ import json
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from components.config import BaseConfig, ConfigError, check_range, load_section
+from components.config import ConfigError, check_range, load_section
 from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
                                            ProjectionConfig, run_cell, run_projection)
 from flows.stages.common import StageContext, main

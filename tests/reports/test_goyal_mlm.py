@@ -1,10 +1,10 @@
 import copy
-import re
 from pathlib import Path
 
 import pytest
 
 from components.reports.curves import close
+from tests.reports.test_goyal_2019 import _assert_well_formed  # one Markdown-table check for every report
 from components.reports.goyal_mlm import (MIN_BLEU, NOT_DISTINGUISHABLE, NOT_REPRODUCED, NOT_TESTABLE, PAPER_SEC6_6,
                                           PAPER_TABLE6_1, PAPER_TABLE6_2, PAPER_TABLE6_3, PAPER_TABLE6_4,
                                           PAPER_TABLE6_5, PAPER_TABLE6_6, PARTIAL, REPRODUCED, VERDICTS, figure_6_1,
@@ -92,19 +92,6 @@ def _find(exact, mcmc, prefix, part=""):
 
 def _runs(m, group, scheme):
     return [r for r in m["runs"] if r["group"] == group and r["scheme"] == scheme]
-
-
-def _assert_well_formed(md):
-    block = []
-    for line in md.splitlines() + [""]:
-        if line.startswith("|"):
-            block.append(line)
-            continue
-        if block:
-            counts = {len(re.split(r"(?<!\\)\|", b.strip())) - 2 for b in block}
-            assert len(counts) == 1, block
-            assert re.fullmatch(r"\|(---\|)+", block[1]), block[1]
-            block = []
 
 
 # ---------------------------------------------------------------------------------------------
