@@ -713,6 +713,10 @@ def table_mixing(mcmc: Mapping[str, Any] | None) -> str:
     head = ["group", "value", "scheme", "block", "E_norm ↓", "BLEU", "accept", "novel", "R-hat median",
             "R-hat max", "frac R-hat < 1.1", "ESS bulk median", "ESS bulk min", "seconds", "proposals",
             "forward passes"]
+    # the cost columns only where some run records them
+    keep = [i for i in range(len(head)) if i < 13 or any(_val(r, k) is not None for r in runs
+                                                        for k in (("seconds", "proposals", "forward_passes")[i - 13],))]
+    head, rows = [head[i] for i in keep], [[row[i] for i in keep] for row in rows]
     return _md_table(head, rows) + "\n" + ("R-hat (≈ 1: the chains agree) and bulk ESS over the "
                                           f"{_get(mcmc, 'settings', 'chains') or '–'} chains, summarised over "
                                           "sentences as recorded; the thesis reports neither.") + "\n"
