@@ -12,7 +12,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 export DO_NOT_TRACK ?= true
 
-.PHONY: install run test test-all ui dag clean-runs
+.PHONY: install run test test-all ui dashboard dag clean-runs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
@@ -32,9 +32,23 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
 
+# the MLflow UI on the embedded store, or `make ui STORE=<backend store URI> PORT=<port> UI_HOST=<address>`.
+# It first prints a link to each experiment's runs table: MLflow 3.17 opens pages in its GenAI view
+# until the browser has chosen "Model training" (the switch at the top left; remembered after one click).
+ui: STORE ?= sqlite:///$(CURDIR)/mlflow.db
+ui: PORT ?= 5000
+ui: UI_HOST ?= 127.0.0.1
 ui: $(STAMP)
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --host 127.0.0.1 --port $${PORT:-5000} \
-	  --workers 1 --backend-store-uri sqlite:///$(CURDIR)/mlflow.db
+	@$(BIN)/python -m components.tracking.mlflow_tracker links --store '$(STORE)' --server 'http://$(UI_HOST):$(PORT)'
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --host '$(UI_HOST)' --port '$(PORT)' \
+	  --workers 1 --backend-store-uri '$(STORE)'
+
+# optuna-dashboard on the sweeps' Optuna studies: $APPROXINFER_OPTUNA_STORAGE if set, else optuna.db
+# beside mlflow.db (flows.sweeps.study_storage_url; the schema is created under its lock first)
+dashboard: PORT ?= 8080
+dashboard: $(STAMP)
+	@url="$$($(BIN)/python -c 'from flows.sweeps import open_study_storage as o, study_storage_url as u; o(u()); print(u())')" \
+	  && $(BIN)/optuna-dashboard "$$url" --host 127.0.0.1 --port '$(PORT)'
 
 dag: $(STAMP)
 	$(BIN)/dvc dag

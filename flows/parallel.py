@@ -4,16 +4,16 @@ gradient-descent shards, MCMC chain shards), each vectorised inside, spread over
 Each shard is a plain picklable argument; the function should load what it needs itself (from
 files the caller names) rather than receive large tensors. Resources per shard come from params
 (``gpu: auto`` asks for one GPU per shard when the driver sees CUDA). Results come back in shard
-order; a failed shard raises with its index.
+order; a failed shard raises with its index. Progress: a bar on a terminal, one line per finished
+shard in a log (``flows.progress``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from tqdm.auto import tqdm
-
 from components.config import check_range
+from flows.progress import Progress
 from flows.sweeps import ResourcesConfig, init_ray, trial_resources
 
 
@@ -41,7 +41,7 @@ def sharded_map(fn: Callable[[Any], Any], args: Sequence[Any], *, resources: Res
     remote = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"])(fn)
     refs = {remote.remote(a): i for i, a in enumerate(args)}
     out: list[Any] = [None] * len(args)
-    with tqdm(total=len(args), desc=desc, unit="shard") as bar:
+    with Progress(len(args), desc, unit="shard") as bar:
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)

@@ -15,10 +15,31 @@ naming them. Its experiment folder is kept with a fingerprint of the sweep's set
 same sweep again resumes it (``Tuner.restore``: finished trials are kept, unfinished and failed ones
 continue from their last checkpoint), while a folder left by other settings is removed.
 
+Optuna studies are persistent. An Optuna-driven sweep (a params space, not a ``grid``) keeps its
+study in an RDB storage: the SQLite file ``optuna.db`` beside the MLflow store (``store_root`` of
+the project root: the main repository also for DVC's temporary experiment workspaces), or the
+storage URL in ``APPROXINFER_OPTUNA_STORAGE`` (e.g. ``postgresql://...`` on a cluster). The study is
+``<sweep name>-<settings>`` (e.g. ``train-pos-3fa1b2c4``): the sweep's name (stage, task, variant)
+and the first 8 hex digits of the fingerprint of its settings (sweep config, params, seed), so
+sweeps of other settings — e.g. queued DVC experiments running at once — never share a study.
+Determinism: a sweep that starts fresh deletes a study of its name left by an earlier run (that
+run's trials stay in MLflow) and starts it anew, so a seeded sampler sees no trials of an earlier
+run and a re-run gives the same suggestions; a resumed sweep (``Tuner.restore``) continues its
+study — the searcher restored from Ray's state holds the same storage (``RDBStorage`` pickles as
+its URL) and study. Each Optuna trial records its Ray trial id (user attribute ``ray_trial_id``)
+and its MLflow run id (``mlflow_run_id``); the trial's MLflow run is tagged ``optuna_study`` and
+``optuna_trial_number``, and the sweep's parent run ``optuna_study``. Only the driver writes the
+storage; a SQLite file is created (schema included) under an exclusive lock ``optuna.db.lock``, so
+stages starting together in several processes do not race, and waits up to a minute for a writer.
+``make dashboard`` serves the storage with optuna-dashboard; ``python -m flows.study`` drives a
+study of a task sweep stage without Ray.
+
 Ray starts locally (token auth off, no dashboard) unless ``RAY_ADDRESS`` names a cluster.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -26,11 +47,13 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from components.config import ConfigError, ResourcesConfig, check_range, get_dotted, set_dotted
 from components.tracking import Tracker
-from flows.lifecycle import tune_running
+from components.tracking.base import store_root
+from flows import progress
+from flows.lifecycle import RAY_DIR, tune_running
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +77,49 @@ def init_ray(num_cpus: int | None = None) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    progress.export_mode()           # the workers draw per-epoch bars only if the driver does
     # per-epoch checkpoints of small models are cheap; the snapshot-frequency warning is noise here
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     address = os.environ.get("RAY_ADDRESS")
+    env = {"worker_process_setup_hook": "flows.sweeps.quiet_worker"}
     if address:
-        ray.init(address=address, log_to_driver=True)
+        ray.init(address=address, log_to_driver=True, runtime_env=env)
     else:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
-                 configure_logging=True, logging_level="WARNING")
+                 configure_logging=True, logging_level="WARNING", runtime_env=env)
+
+
+def quiet_worker() -> None:
+    """Ray worker setup: no INFO line per saved checkpoint (one per epoch of every trial)."""
+    for name in ("ray.train", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def trial_lines(name: str) -> Any:
+    """A Ray Tune callback printing one line per finished or failed trial (``flows.progress``),
+    for logs, where Tune's status tables and per-epoch bars are switched off."""
+    from ray import tune
+
+    class _TrialLines(tune.Callback):
+        def __init__(self):
+            self.done = 0
+
+        def _line(self, trials: list[Any], trial: Any, what: str) -> None:
+            self.done += 1
+            r = trial.last_result or {}
+            shown = {k: r[k] for k in ("best_dev_score", "nll", "loss") if isinstance(r.get(k), (int, float))}
+            note = ", ".join(f"{k}={v:.4g}" for k, v in shown.items())
+            progress.line(f"sweep {name}: {self.done}/{len(trials)} trials done, {trial.trial_id} {what}"
+                          f" after {r.get('time_total_s', 0.0):.0f} s" + (f" ({note})" if note else ""))
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._line(trials, trial, "finished")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._line(trials, trial, "FAILED")
+
+    return _TrialLines()
 
 
 def build_space(space: dict[str, dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
@@ -156,6 +213,133 @@ class SweepResult:
     best_metrics: dict[str, Any]
     best_checkpoint: Path | None
     trials: list[dict[str, Any]]          # one row per trial: config, final metrics, error, path, checkpoint
+    study: str | None = None              # the Optuna study's name (an Optuna-driven sweep)
+
+
+# --- persistent Optuna studies (see the module docstring) ---------------------------------------
+
+STUDY_STORAGE_ENV = "APPROXINFER_OPTUNA_STORAGE"
+STUDY_DB = "optuna.db"
+RAY_TRIAL_ATTR = "ray_trial_id"            # Optuna trial user attribute: the Ray trial it ran as
+MLFLOW_RUN_ATTR = "mlflow_run_id"          # Optuna trial user attribute: the trial's MLflow run
+STUDY_TAG = "optuna_study"                 # MLflow tag: the study of a trial run / a sweep's parent run
+TRIAL_NUMBER_TAG = "optuna_trial_number"   # MLflow tag: the trial's number in its study
+
+
+def study_storage_url(root: str | Path = ".") -> str:
+    """``APPROXINFER_OPTUNA_STORAGE`` if set, else ``sqlite:///<store_root(root)>/optuna.db``
+    (beside the embedded MLflow store)."""
+    env = os.environ.get(STUDY_STORAGE_ENV, "").strip()
+    return env or f"sqlite:///{store_root(root) / STUDY_DB}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        import sqlalchemy
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1] if "@" in url else url
+
+
+@contextlib.contextmanager
+def _sqlite_lock(url: str) -> Iterator[None]:
+    """An exclusive lock ``<db>.lock`` beside a ``sqlite:///`` file for the block; nothing for a server."""
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(url[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def open_study_storage(url: str) -> Any:
+    """An ``optuna.storages.RDBStorage`` at ``url`` (schema created if new, under the SQLite lock)."""
+    import optuna
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}   # wait for a writer
+    source = STUDY_STORAGE_ENV if os.environ.get(STUDY_STORAGE_ENV, "").strip() else "the default"
+    try:
+        with _sqlite_lock(url):
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    except Exception as e:
+        raise ConfigError(f"Optuna storage {shown_url(url)!r} ({source}; set {STUDY_STORAGE_ENV} to another "
+                          f"database URL): cannot open it: {type(e).__name__}: {e}") from e
+
+
+def study_name(name: str, settings: str) -> str:
+    """A pipeline sweep's study: ``<sweep name>-<first 8 hex digits of its settings' fingerprint>``."""
+    return f"{name}-{settings[:8]}"
+
+
+def restart_study(storage: Any, name: str) -> None:
+    """Delete the study ``name`` if ``storage`` holds one (a fresh sweep starts it anew)."""
+    try:
+        storage.delete_study(storage.get_study_id_from_name(name))
+    except KeyError:                 # no such study
+        return
+    log.info("study %s: deleted the earlier run's study of that name (its trials stay in MLflow)", name)
+
+
+def optuna_distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A params-declared space -> Optuna distributions, as ``OptunaSearch`` converts
+    ``build_space``'s (a ``randint``'s ``high`` is exclusive), for a driver without Ray."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    out: dict[str, Any] = {}
+    for key, spec in space.items():
+        values = space_values(spec, f"sweep space {key!r}")
+        kind = spec["type"]
+        if kind == "choice":
+            out[key] = CategoricalDistribution(values)
+        elif kind == "randint":
+            out[key] = IntDistribution(values[0], values[1])
+        else:
+            out[key] = FloatDistribution(values[0], values[1], log=kind == "loguniform")
+    return out
+
+
+def trial_number(storage: Any, study: str, ray_trial_id: str) -> int | None:
+    """The number, in ``study``, of the Optuna trial suggested for Ray trial ``ray_trial_id``."""
+    study_id = storage.get_study_id_from_name(study)
+    for t in storage.get_all_trials(study_id, deepcopy=False):
+        if t.user_attrs.get(RAY_TRIAL_ATTR) == ray_trial_id:
+            return t.number
+    return None
+
+
+def set_trial_attr(storage: Any, study: str, number: int, key: str, value: Any) -> None:
+    """Set user attribute ``key`` of trial ``number`` of ``study``."""
+    study_id = storage.get_study_id_from_name(study)
+    storage.set_trial_user_attr(storage.get_trial_id_from_study_id_trial_number(study_id, number), key, value)
+
+
+def _study_searcher(*, metric: str, mode: str, seed: int, study: str, storage: Any) -> Any:
+    """A seeded ``OptunaSearch`` over the RDB ``storage``'s study ``study`` that records each Ray
+    trial id on its Optuna trial (user attribute ``ray_trial_id``), so the trial's MLflow run can be
+    tagged with its trial number — also after a resume, when the mapping lives only in the storage.
+    (Ray pickles the searcher with cloudpickle, which carries this class by value.)"""
+    from ray.tune.search.optuna import OptunaSearch
+
+    class StudySearch(OptunaSearch):
+        def suggest(self, trial_id: str) -> dict | None:
+            config = super().suggest(trial_id)
+            ot_trial = self._ot_trials.get(trial_id)     # OptunaSearch's Ray trial id -> Optuna trial
+            if config is not None and ot_trial is not None:
+                ot_trial.set_user_attr(RAY_TRIAL_ATTR, trial_id)
+            return config
+
+    return StudySearch(metric=metric, mode=mode, seed=seed, study_name=study, storage=storage)
+
+
+def _stage_root(storage: Path) -> Path:
+    """The project root of a stage's Ray folder ``<root>/.ray_results/<stage>``; any other folder
+    is taken as the root itself."""
+    storage = Path(storage).resolve()
+    return storage.parent.parent if storage.parent.name == RAY_DIR else storage
 
 
 def _fingerprint(**parts: Any) -> str:
@@ -167,28 +351,39 @@ def _unfinished(grid: Any) -> list[Any]:
     return [t for t in grid._experiment_analysis.trials if t.status != "TERMINATED"]    # Ray keeps the Trial list here
 
 
-def _tuner(trainable: Any, *, exp: Path, fingerprint: str, space: dict[str, Any], tune_config: Any,
-           run_config: Any, name: str) -> Any:
-    """A new ``Tuner``, or the restored one of an interrupted run of the same sweep in ``exp``."""
+def _resumable(exp: Path, fingerprint: str, name: str) -> bool:
+    """Whether ``exp`` holds an interrupted run of the same sweep that Tune can restore; a folder
+    left by other settings (or one that cannot be restored) is removed."""
     from ray import tune
     stamp = exp.with_name(exp.name + ".fingerprint")
     if exp.exists():
         same = stamp.exists() and stamp.read_text() == fingerprint
         if same and tune.Tuner.can_restore(str(exp)):
-            log.warning("sweep %s: resuming the earlier run in %s (finished trials are kept, unfinished ones "
-                        "continue from their checkpoints)", name, exp)
-            tuner = tune.Tuner.restore(str(exp), trainable=trainable, resume_unfinished=True, resume_errored=True)
-            # the pickled callbacks would log to the interrupted run's (closed) parent runs: use this run's
-            tuner._local_tuner.get_run_config().callbacks = run_config.callbacks
-            return tuner
+            return True
         log.warning("sweep %s: removing %s, left by an earlier run %s", name, exp,
                     "with other settings" if not same else "that cannot be resumed")
         shutil.rmtree(exp)
+    return False
+
+
+def _tuner(trainable: Any, *, exp: Path, fingerprint: str, resume: bool, space: dict[str, Any],
+           tune_config: Callable[[], Any], run_config: Any, name: str) -> Any:
+    """A new ``Tuner`` (``tune_config()`` called only then), or the restored one of an interrupted run
+    of the same sweep in ``exp`` (``resume``, from :func:`_resumable`)."""
+    from ray import tune
+    if resume:
+        log.warning("sweep %s: resuming the earlier run in %s (finished trials are kept, unfinished ones "
+                    "continue from their checkpoints)", name, exp)
+        tuner = tune.Tuner.restore(str(exp), trainable=trainable, resume_unfinished=True, resume_errored=True)
+        # the pickled callbacks would log to the interrupted run's (closed) parent runs: use this run's
+        tuner._local_tuner.get_run_config().callbacks = run_config.callbacks
+        return tuner
+    stamp = exp.with_name(exp.name + ".fingerprint")
     exp.parent.mkdir(parents=True, exist_ok=True)
     tmp = stamp.with_name(stamp.name + ".tmp")
     tmp.write_text(fingerprint)
     os.replace(tmp, stamp)
-    return tune.Tuner(trainable, param_space=space, tune_config=tune_config, run_config=run_config)
+    return tune.Tuner(trainable, param_space=space, tune_config=tune_config(), run_config=run_config)
 
 
 def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: SweepConfig,
@@ -205,6 +400,10 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     ``trial_tags(config)``: MLflow tags of one trial, over ``tags`` — e.g. a grid element's own
     ``mlflow.parentRunId`` when one grid runs the trials of several parent runs.
     ``storage``: the stage's Ray results folder; the sweep's experiment is ``storage/name``.
+    A params space (no ``grid``) is searched by Optuna in the persistent study
+    ``study_name(name, <settings>)`` (module docstring), returned as ``SweepResult.study``; the
+    tracker's innermost open run — the sweep's parent run, inside which every caller runs its
+    sweep — is tagged with it.
     Every trial must finish (``StageInterrupted`` after a signal; ``RuntimeError`` naming the trials
     otherwise), except that with ``allow_errors`` trials that raised are returned with their error
     for the caller to report.
@@ -212,44 +411,88 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
     from ray.tune.search import ConcurrencyLimiter
-    from ray.tune.search.optuna import OptunaSearch
 
     if cfg.num_samples < 1:
         raise ConfigError(f"sweep.num_samples must be >= 1, got {cfg.num_samples}")
     init_ray()
     tracker.ensure_experiment()      # create the experiment before parallel trials race on SQLite
+    exp = Path(storage).resolve() / name
+    fingerprint = _fingerprint(name=name, cfg=cfg, grid=grid, params=params, seed=seed)
+    study = study_storage = None
     if grid is not None:
         if not grid:
             raise ConfigError(f"sweep {name}: the grid is empty")
         space = {"run": tune.grid_search(list(grid))}
-        searcher = None
     else:
         space = build_space(cfg.space, params)
-        searcher = ConcurrencyLimiter(OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed),
-                                      max_concurrent=cfg.max_concurrent) if space else None
-    class _TrialTagged(MLflowLoggerCallback):
+        if space:                    # Optuna-driven: a persistent study
+            url = study_storage_url(_stage_root(storage))
+            study_storage, study = open_study_storage(url), study_name(name, fingerprint)
+            # another storage is another sweep: a resume must not continue a study elsewhere
+            fingerprint = _fingerprint(settings=fingerprint, study_storage=url)
+    resume = _resumable(exp, fingerprint, name)
+    if study is not None:
+        if not resume:               # fresh: no trial of an earlier run may steer the seeded sampler
+            restart_study(study_storage, study)
+        try:
+            tracker.set_tags({STUDY_TAG: study})     # the innermost open run: the sweep's parent run
+        except RuntimeError:                         # no run open: no parent run to tag
+            log.warning("sweep %s: no open tracker run to tag with its study %s", name, study)
+
+    def extra_tags(trial: Any) -> dict[str, str]:
+        tags = dict(trial_tags(trial.config)) if trial_tags is not None else {}
+        if study is not None:
+            tags[STUDY_TAG] = study
+            number = trial_number(study_storage, study, trial.trial_id)
+            if number is None:
+                log.warning("sweep %s: trial %s has no Optuna trial in study %s", name, trial.trial_id, study)
+            else:
+                tags[TRIAL_NUMBER_TAG] = str(number)
+        return tags
+
+    class _TrialLogger(MLflowLoggerCallback):
+        """Ray's MLflow callback with per-trial tags, and each result logged in one batch."""
+
         def log_trial_start(self, trial):    # the callback reads self.tags when it creates a trial's run
-            shared = self.tags
-            self.tags = {**shared, **trial_tags(trial.config)}
+            shared, extra = self.tags, extra_tags(trial)
+            self.tags = {**shared, **extra}
             try:
                 super().log_trial_start(trial)
             finally:
                 self.tags = shared
+            run_id = getattr(self, "_trial_runs", {}).get(trial)       # Ray's trial -> MLflow run id
+            if TRIAL_NUMBER_TAG in extra and run_id:
+                set_trial_attr(study_storage, study, int(extra[TRIAL_NUMBER_TAG]), MLFLOW_RUN_ATTR, run_id)
 
-    callbacks = []
+        def log_trial_result(self, iteration, trial, result):
+            step = result.get("timesteps_total") or result["training_iteration"]
+            # the trial's config is its run's params already, not a metric per step
+            batch.log(self._trial_runs[trial], result, step, skip=("config",))
+
+    callbacks: list[Any] = [] if progress.interactive() else [trial_lines(name)]
     if tracker.tracking_uri:         # the null tracker logs nowhere
-        callbacks.append((MLflowLoggerCallback if trial_tags is None else _TrialTagged)(
+        from components.tracking.mlflow_tracker import RunMetrics
+        batch = RunMetrics(tracker.tracking_uri)
+        callbacks.append(_TrialLogger(
             tracking_uri=tracker.tracking_uri, experiment_name=tracker.experiment_name,
-            tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **(tags or {})}, save_artifact=True))
+            tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **tracker.run_tags(), **(tags or {})},
+            save_artifact=True))
+
+    def tune_config() -> Any:      # a fresh run's only: its searcher creates the study
+        searcher = None if study is None else ConcurrencyLimiter(
+            _study_searcher(metric=cfg.metric, mode=cfg.mode, seed=seed, study=study, storage=study_storage),
+            max_concurrent=cfg.max_concurrent)
+        return tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if searcher else 1,
+                               metric=cfg.metric, mode=cfg.mode,
+                               # a searcher has its own ConcurrencyLimiter
+                               max_concurrent_trials=None if searcher else cfg.max_concurrent)    # no reuse_actors: a reused function trainable's get_trial_dir() names the previous trial
+
     tuner = _tuner(
         tune.with_resources(trainable, trial_resources(cfg.resources)),
-        exp=Path(storage).resolve() / name, name=name, space=space,
-        fingerprint=_fingerprint(name=name, cfg=cfg, grid=grid, params=params, seed=seed),
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if searcher else 1,
-                                    metric=cfg.metric, mode=cfg.mode,
-                                    max_concurrent_trials=cfg.max_concurrent),
+        exp=exp, name=name, space=space, fingerprint=fingerprint, resume=resume, tune_config=tune_config,
         run_config=tune.RunConfig(
-            name=name, storage_path=str(Path(storage).resolve()), callbacks=callbacks, verbose=1,
+            name=name, storage_path=str(Path(storage).resolve()), callbacks=callbacks,
+            verbose=1 if progress.interactive() else 0,    # a log gets one line per trial (_TrialLines)
             failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
     with tune_running():             # a signal during fit stops Tune, then raises StageInterrupted here
@@ -273,7 +516,8 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
         raise RuntimeError(f"sweep {name}: every trial failed ({errors})")
     best = grid.get_best_result(metric=cfg.metric, mode=cfg.mode, filter_nan_and_inf=True)
     ckpt = Path(best.checkpoint.path) if best.checkpoint is not None else None
-    return SweepResult(best_config=dict(best.config), best_metrics=dict(best.metrics), best_checkpoint=ckpt, trials=trials)
+    return SweepResult(best_config=dict(best.config), best_metrics=dict(best.metrics), best_checkpoint=ckpt,
+                       trials=trials, study=study)
 
 
 def shutdown_ray() -> None:
@@ -303,9 +547,13 @@ def first_suggestion(cfg: SweepConfig, params: dict[str, Any], seed: int) -> dic
 
 
 def epoch_bar(label: str) -> Callable[[int, int, float], None]:
-    """An ``on_batch(i, n, loss)`` callback drawing one ``tqdm_ray`` bar per epoch (in a trial)."""
+    """An ``on_batch(i, n, loss)`` callback drawing one ``tqdm_ray`` bar per epoch (in a trial) on
+    a terminal; nothing when the driver's output is a log (``flows.progress``: the sweep prints one
+    line per finished trial instead)."""
     from ray.experimental.tqdm_ray import tqdm
     bar: dict[str, Any] = {}
+    if not progress.interactive():
+        return lambda i, n, loss: None
 
     def on_batch(i: int, n: int, loss: float) -> None:
         if i == 1:

@@ -61,7 +61,7 @@ class TaskSweepConfig:
 class ModelSpec:
     section: str                                                            # params section
     config: type                                                            # its dataclass
-    variants: Callable[[Any], tuple[str, ...]]                              # cfg -> variant names ("" = one)
+    variants: Callable[[Any, str], tuple[str, ...]]                         # (cfg, task) -> variant names ("" = one)
     build: Callable[[Any, str, TaggingTask, int, Path], torch.nn.Module]    # (cfg, variant, task, seed, root)
     loss: Callable[[Any, str, torch.nn.Module], Callable[[torch.nn.Module, Any], torch.Tensor]]
     # loss(cfg, variant, model) -> loss_fn(model, batch); ``fit`` tells a loss_fn with an ``epoch``
@@ -160,6 +160,12 @@ def _trial_label(i: int, config: dict[str, Any]) -> str:
 def _names(task: str, variant: str) -> tuple[str, str]:
     """-> (label ``task/variant``, metrics key ``task-variant``)."""
     return (f"{task}/{variant}", f"{task}-{variant}") if variant else (task, task)
+
+
+def sweep_name(stage: str, task: str, variant: str) -> str:
+    """The (task, variant) sweep's name ``<stage>-<task>[-<variant>]``: its Ray experiment folder and
+    the stem of its Optuna study (``flows.study`` names its study so)."""
+    return f"{stage}-{_names(task, variant)[1]}"
 
 
 @contextlib.contextmanager
@@ -262,7 +268,7 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
         if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
             raise FileNotFoundError(f"{spec.section}.tasks: task {task!r} has not been prepared "
                                     f"(is it under prepare.tasks in params.yaml?)")
-    runs = [(task, variant) for task in cfg.tasks for variant in spec.variants(cfg)]
+    runs = [(task, variant) for task in cfg.tasks for variant in spec.variants(cfg, task)]
     if cfg.sweep.num_samples == 1:
         return _run_grid(spec_ref, params, ctx, cfg, runs)
     metrics: dict[str, Any] = {}
@@ -274,7 +280,7 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
             parent = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
             trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
                                              variant=variant, root=str(ctx.root))
-            results[key] = run_sweep(trainable, name=f"{ctx.stage}-{key}", cfg=cfg.sweep, params=params,
+            results[key] = run_sweep(trainable, name=sweep_name(ctx.stage, task, variant), cfg=cfg.sweep, params=params,
                                      seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
                                      storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage})
         for (task, variant), parent in reversed(list(zip(runs, opened))):

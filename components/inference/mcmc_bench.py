@@ -16,18 +16,16 @@ as written.
 - :func:`compare_mh`: both, at block size 1 (the same Markov kernel), with the same chains, the
   same instances and lengths and the same initial state: before timing, their acceptance
   probabilities for the same proposals must agree (else ``RuntimeError``); then the two sides are
-  interleaved and repeated until the ratio is stable (median with its spread, as in
-  ``beam_bench``), and forward passes are counted on the model for both.
+  timed by the one harness, :func:`components.metrics.timing.compare` (interleaved rounds until
+  the ratio's IQR is within the target, or its time cap), and forward passes are counted on the
+  model for both.
 
-No I/O; CUDA work is synchronised before the clock is read. For the ``bench`` stage, never for
-timed tests.
+No I/O. For the ``bench`` stage, never for timed tests.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +33,9 @@ import torch
 from torch import Tensor
 
 from components.energies.mlm import MLMEnergy
-from components.inference.beam_bench import _rounds, _summary, _sync
 from components.inference.mcmc import (MHMLM, MHMLMConfig, block_log_q, mh_mlm_log_accept, proposal_log_probs,
                                        temperature_at)
+from components.metrics.timing import TimingConfig, compare, ratio_metrics
 
 __all__ = ["naive_energy", "naive_proposal", "naive_log_accept", "NaiveResult", "naive_mh", "acceptance_gap",
            "compare_mh"]
@@ -189,22 +187,22 @@ class _Counting:
 
 
 def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), *, n_chains: int = 4,
-               sweeps: int = 1, mask: Tensor | None = None, min_repeats: int = 3, max_repeats: int = 10,
-               tol: float = 0.10, time_cap_s: float = 30.0, min_side_s: float = 0.25, device: str = "cpu",
-               law_rows: int = 8) -> dict[str, Any]:
+               sweeps: int = 1, mask: Tensor | None = None, timing: TimingConfig = TimingConfig(),
+               device: str = "cpu", law_rows: int = 8) -> dict[str, Any]:
     """``mh_mlm`` vs :func:`naive_mh` for ``sweeps`` sweeps of ``n_chains`` chains on ``batch``
     (block size 1; same initial state), under ``torch.no_grad``. ``law_rows`` random single-site
     proposals are first scored both ways (:func:`acceptance_gap` must be < 1e-6 relative, else
-    ``RuntimeError``). The fast side runs back to back enough times per round to take about
-    ``min_side_s`` (at most 100).
+    ``RuntimeError``). Timed by :func:`components.metrics.timing.compare` under ``timing`` (naive,
+    fast, naive, ...; a fast turn runs back to back up to ``timing.min_turn_s``, ``fast_calls``
+    times).
 
     Returns ``naive_s``/``fast_s`` (median seconds for the sweeps), ``mh_ratio`` (median per-round
-    naive / fast) with ``_q1``/``_q3``/``_iqr_rel``, ``naive_proposals_per_s``/
+    naive / fast) with ``_q1``/``_q3``/``_iqr_rel``/``_converged``, ``naive_proposals_per_s``/
     ``fast_proposals_per_s``, ``naive_passes_per_proposal``/``fast_passes_per_proposal``
     (conditionals calls per proposal), ``naive_rows_per_proposal``/``fast_rows_per_proposal``
     (sequences through the network per proposal; one per call for the naive side), ``proposals``
-    (per run), ``chains``, ``instances``, ``tokens``, ``mean_length``, ``law_gap``, ``repeats``,
-    ``stable``, ``fast_calls``."""
+    (per run), ``chains``, ``instances``, ``tokens``, ``mean_length``, ``law_gap``, ``rounds``,
+    ``converged``, ``load_avg_start``, ``fast_calls``."""
     if cfg.block_size != 1 or cfg.block_size_final not in (None, 1):
         raise ValueError("compare_mh: the naive Algorithm 4 is single-site; block_size must be 1, "
                          f"got {cfg.block_size}")
@@ -244,27 +242,20 @@ def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), 
         fast()
         fast_calls, fast_rows = counting.calls, counting.rows
         ref = naive()
-        sync = _sync(device)
-        sync()
-        t0 = time.perf_counter()
-        fast()
-        sync()
-        n_fast = max(1, min(100, math.ceil(min_side_s / max(time.perf_counter() - t0, 1e-9))))
-        times, stable = _rounds({"naive": naive, "fast": fast}, device, min_repeats=min_repeats,
-                                max_repeats=max_repeats, tol=tol, time_cap_s=time_cap_s, baseline="fast",
-                                calls={"fast": n_fast})
+        res = compare({"naive": naive, "fast": fast}, baseline="naive", ours="fast", timing=timing, device=device)
     finally:
         if was_training:
             energy.train()
     lengths = m.sum(1)
     proposals = ref.proposals
-    out: dict[str, Any] = {"naive_s": statistics.median(times["naive"]), "fast_s": statistics.median(times["fast"])}
-    out.update(_summary("mh_ratio", [a / f for a, f in zip(times["naive"], times["fast"])]))
+    out: dict[str, Any] = {"naive_s": res["sides"]["naive"]["median_s"], "fast_s": res["sides"]["fast"]["median_s"]}
+    out.update(ratio_metrics(res, "naive/fast", "mh_ratio"))
     out.update(naive_proposals_per_s=proposals / out["naive_s"], fast_proposals_per_s=proposals / out["fast_s"],
                naive_passes_per_proposal=ref.forward_passes / proposals,
                fast_passes_per_proposal=fast_calls / proposals,
                naive_rows_per_proposal=ref.forward_passes / proposals, fast_rows_per_proposal=fast_rows / proposals,
                proposals=float(proposals), chains=float(n_chains), instances=float(B),
                tokens=float(lengths.sum()), mean_length=float(lengths.double().mean()), law_gap=gap,
-               repeats=float(len(times["fast"])), stable=stable, fast_calls=float(n_fast))
+               rounds=float(res["rounds"]), converged=res["converged"], load_avg_start=res["load_avg_start"],
+               fast_calls=float(res["sides"]["fast"]["calls"]))
     return out

@@ -1,4 +1,4 @@
-"""The naive oracle-grid baseline (the paper's loop) and a side-by-side comparison with the batched one.
+"""The naive oracle-grid baseline: the paper's loop, one run per (instance, restart, lr, N).
 
 :func:`naive_oracle_grid` is the faithful per-run implementation of Tu & Gimpel's oracle protocol:
 a Python loop over instances, restarts, learning rates and iteration counts N, each
@@ -10,21 +10,21 @@ logits (:func:`~components.inference.gradient_descent.initial_logits`), so agree
 the analytic gradient and the update rule. Its cost is ``B * R * K * sum(checkpoints)`` steps
 (the batched version: ``max(checkpoints)`` batched steps).
 
-:func:`compare_oracle_grid` times both once on the same inputs and reports seconds, the speed-up
-and the largest disagreement. Used by benchmarks only, never by timed tests.
+The ``bench`` stage times it against the batched grid with the one benchmark harness
+(:func:`components.metrics.timing.compare`) and checks their labels agree. Used by benchmarks and
+tests only, never by timed tests.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import torch
 from torch import Tensor
 
-from components.inference.gradient_descent import GDConfig, GDResult, _check_cfg, gradient_descent, initial_logits
+from components.inference.gradient_descent import GDConfig, GDResult, _check_cfg, initial_logits
 from components.structures import linear_chain
 
-__all__ = ["naive_oracle_grid", "compare_oracle_grid"]
+__all__ = ["naive_oracle_grid"]
 
 
 def naive_oracle_grid(unary: Tensor, transition: Tensor, mask: Tensor | None = None, cfg: GDConfig = GDConfig(), *,
@@ -71,33 +71,3 @@ def naive_oracle_grid(unary: Tensor, transition: Tensor, mask: Tensor | None = N
                         on_run(done, total)
     return GDResult(checkpoints=tuple(cfg.checkpoints), lrs=tuple(float(x) for x in cfg.lrs),
                     labels=labels, energy=energy, relaxed_energy=relaxed)
-
-
-def compare_oracle_grid(unary: Tensor, transition: Tensor, mask: Tensor | None = None, cfg: GDConfig = GDConfig(), *,
-                        seed: int = 0) -> dict[str, float]:
-    """Run the batched and the naive grid once each from the same seeded initial logits.
-
-    Returns ``batched_s``, ``naive_s``, ``speedup`` (naive / batched), ``label_agreement`` (fraction
-    of equal discretised labels over unmasked positions and all candidates) and the largest absolute
-    differences of the discretised and relaxed energies. CUDA work is synchronised before the clock
-    is read.
-    """
-    ch = linear_chain.validate(unary, transition, mask, caller="compare_oracle_grid")
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    z0 = initial_logits(ch.unary, ch.mask, cfg, None, gen)
-    cuda = ch.unary.is_cuda
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    sync()
-    t0 = time.perf_counter()
-    fast = gradient_descent(ch.unary, ch.transition, ch.mask, cfg, init_logits=z0)
-    sync()
-    t1 = time.perf_counter()
-    slow = naive_oracle_grid(ch.unary, ch.transition, ch.mask, cfg, init_logits=z0)
-    sync()
-    t2 = time.perf_counter()
-    m = ch.mask.expand_as(fast.labels)
-    agree = float((fast.labels == slow.labels)[m].double().mean())
-    return {"batched_s": t1 - t0, "naive_s": t2 - t1, "speedup": (t2 - t1) / max(t1 - t0, 1e-12),
-            "label_agreement": agree,
-            "max_abs_energy_diff": float((fast.energy - slow.energy).abs().max()),
-            "max_abs_relaxed_energy_diff": float((fast.relaxed_energy - slow.relaxed_energy).abs().max())}

@@ -2,13 +2,20 @@
 
 A stage opens one run (``start_run``); a sweep opens a parent run and its trials become nested
 child runs. Values are plain floats/strings; figures are matplotlib figures or files.
+
+Provenance (``components.tracking.provenance``): the stage sets its tags once
+(``set_provenance``: git commit, dirty flag, ``dvc.stage``); every run the tracker opens from then
+on carries them, and ``run_tags()`` hands them to runs opened elsewhere (Ray's
+``MLflowLoggerCallback`` trials). ``log_inputs`` records the stage's data deps as dataset inputs.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+
+from components.tracking.provenance import DataInput
 
 
 DVC_TEMP_WORKSPACES = (".dvc", "tmp", "exps")    # where ``dvc exp run --temp`` and queued experiments run
@@ -58,6 +65,12 @@ class Tracker(Protocol):
     def ensure_experiment(self) -> str: ...
     def close_running(self, tags: dict[str, str], status: str = "KILLED") -> list[str]: ...
     # end every RUNNING run carrying all of ``tags`` with ``status`` -> their ids
+    def set_provenance(self, tags: dict[str, str]) -> None: ...
+    # tags every run opened from now on carries (under the caller's own tags); {} clears them
+    def run_tags(self) -> dict[str, str]: ...
+    # those tags, for runs opened outside the tracker (the sweep trials' MLflowLoggerCallback)
+    def log_inputs(self, inputs: Sequence[DataInput]) -> None: ...
+    # the current run's input datasets: name = path, digest = its DVC hash
 
 
 class NullTracker:
@@ -68,11 +81,13 @@ class NullTracker:
         self.experiment_name = experiment_name
         self.runs: list[dict[str, Any]] = []
         self._stack: list[dict[str, Any]] = []
+        self._provenance: dict[str, str] = {}
 
     @contextlib.contextmanager
     def start_run(self, name, *, parent_run_id=None, tags=None) -> Iterator[str]:
         run = {"id": f"null-{len(self.runs)}", "name": name, "parent": parent_run_id, "status": "RUNNING",
-               "params": {}, "metrics": {}, "artifacts": [], "tags": dict(tags or {})}
+               "params": {}, "metrics": {}, "artifacts": [], "inputs": [],
+               "tags": {**self._provenance, **(tags or {})}}
         self.runs.append(run)
         self._stack.append(run)
         try:
@@ -109,6 +124,15 @@ class NullTracker:
 
     def ensure_experiment(self) -> str:
         return "0"
+
+    def set_provenance(self, tags):
+        self._provenance = {k: str(v) for k, v in tags.items()}
+
+    def run_tags(self):
+        return dict(self._provenance)
+
+    def log_inputs(self, inputs):
+        self._cur()["inputs"].extend(inputs)
 
     def close_running(self, tags, status="KILLED"):
         ids = []

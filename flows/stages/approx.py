@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import torch
-from tqdm.auto import tqdm
 
 from components import checkpoints
 from components.config import load_section, resolve_device
@@ -37,10 +36,10 @@ from components.inference.evaluate import evaluate_inference
 from components.inference.oracle import oracle_select
 from components.inference.study import ApproxStudyConfig, gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
 from components.metrics.correlation import spearman
-from components.models.lm import perplexities
 from components.training.infnet import variant_name
-from components.training.lm import train_lm
+from components.training.lm import LM_KINDS, tagging_lm_perplexities
 from flows.parallel import shards, sharded_map
+from flows.progress import Progress, line
 from flows.stages.common import StageContext, main, numeric
 
 
@@ -55,6 +54,16 @@ def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
     energy = checkpoints.load(root / cfg.energy_dir / args["task"] / args["energy"], device, expect="energy")
     return gd_grid(energy, ds, range(args["start"], args["stop"]), task.vocabs["label"].tokens, task.metric,
                    cfg.gd.for_task(args["task"]), batch_size=cfg.batch_size, seed=args["seed"], device=device)
+
+
+def _lm_shard(args: dict[str, Any]) -> np.ndarray:
+    """One Ray task: train one of Sec. 6.2's LMs (words or labels) -> the test perplexities."""
+    torch.set_num_threads(1)
+    cfg: ApproxStudyConfig = args["cfg"]
+    task = load_tagging_task(Path(args["root"]) / args["prepared_dir"] / args["task"])
+    test = subset(task.test, cfg.max_test_sentences.get(args["task"], 0), args["seed"])
+    return tagging_lm_perplexities(args["kind"], task.train, test, task.vocabs["word"], len(task.vocabs["label"]),
+                                   cfg.lm, epochs=cfg.lm_epochs, seed=args["seed"])
 
 
 def _validate(cfg: ApproxStudyConfig) -> None:
@@ -75,7 +84,7 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     t0 = time.perf_counter()
 
     def done(what: str) -> None:
-        tqdm.write(f"approx/{task_name}: {what} done at {time.perf_counter() - t0:.1f} s")
+        line(f"approx/{task_name}: {what} done at {time.perf_counter() - t0:.1f} s")
 
     task = load_tagging_task(ctx.path(base.prepared_dir) / task_name)
     labels, metric, bs = task.vocabs["label"], task.metric, cfg.batch_size
@@ -102,12 +111,14 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     # gradient descent with per-instance oracle tuning (both energies), sharded over Ray tasks
     gd = cfg.gd.for_task(task_name)
     search_errors: dict[str, list[float]] = {}
-    for name in energies:
-        args = [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
-                 "device": base.device, "energy": name, "cfg": cfg, "start": a, "stop": b}
-                for a, b in shards(len(test), cfg.shard_size)]
-        grid = merge_shards(sharded_map(_gd_shard, args, resources=cfg.resources,
-                                        desc=f"{task_name}/{name} GD oracle shards"))
+    spans = shards(len(test), cfg.shard_size)
+    args = [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
+             "device": base.device, "energy": name, "cfg": cfg, "start": a, "stop": b}
+            for name in energies for a, b in spans]
+    # both energies' shards in one map, so that neither core idles between the energies
+    results = sharded_map(_gd_shard, args, resources=cfg.resources, desc=f"{task_name} GD oracle shards")
+    for i, name in enumerate(energies):
+        grid = merge_shards(results[i * len(spans):(i + 1) * len(spans)])
         sel = oracle_select(grid["counts"], grid["energy"], lrs=gd.lrs, checkpoints=gd.checkpoints,
                             relaxed_energy=grid["relaxed_energy"], viterbi_energy=torch.as_tensor(vit[name]))
         out[f"{name}.gd_oracle"] = {str(row["N"]): {k: v for k, v in row.items() if k != "N"} for row in sel.rows()}
@@ -159,17 +170,15 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     done("speed")
 
     # Sec. 6.2: Spearman of search error vs LM perplexity of the words and of the gold labels
-    wv = task.vocabs["word"]
-    ids = [[wv.index(w.lower(), wv.unk_id) for w in s.words] for s in task.train.sentences]
-    lm_w = train_lm(ids, len(wv), cfg.lm, epochs=cfg.lm_epochs, seed=seed)
-    lm_t = train_lm(task.train.tags, len(labels), cfg.lm, epochs=cfg.lm_epochs, seed=seed)
-    ppl_w = perplexities(lm_w, [[wv.index(w.lower(), wv.unk_id) for w in s.words] for s in test.sentences])
-    ppl_t = perplexities(lm_t, test.tags)
+    # the two LMs (words, gold labels) train side by side, one Ray task (one core) each
+    ppl = dict(zip(LM_KINDS, sharded_map(_lm_shard, [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name,
+                                            "seed": seed, "cfg": cfg, "kind": kind} for kind in LM_KINDS],
+                               resources=cfg.resources, desc=f"{task_name} language models")))
     corr = {}
     for mname, key in (("infnet", f"{cfg.table1_energy}.blstm.infnet"), ("gd", f"{cfg.table1_energy}.gd")):
         if key in search_errors:
-            corr[f"{mname}.words"] = spearman(ppl_w, np.asarray(search_errors[key]))
-            corr[f"{mname}.labels"] = spearman(ppl_t, np.asarray(search_errors[key]))
+            corr[f"{mname}.words"] = spearman(ppl["words"], np.asarray(search_errors[key]))
+            corr[f"{mname}.labels"] = spearman(ppl["labels"], np.asarray(search_errors[key]))
     out["spearman"] = corr
     done("language models and Spearman")
     for key, errs in search_errors.items():
@@ -181,10 +190,12 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(ApproxStudyConfig, "approx", params)
     _validate(cfg)
     metrics = {}
-    for task in tqdm(cfg.tasks, desc="approx: tasks", unit="task"):
-        with ctx.tracker.start_run(f"approx/{task}", parent_run_id=ctx.run_id, tags={"task": task}):
-            metrics[task] = study_task(task, cfg, ctx)
-            ctx.tracker.log_metrics(numeric(metrics[task]))
+    with Progress(len(cfg.tasks), "approx: tasks", unit="task") as bar:
+        for task in cfg.tasks:
+            with ctx.tracker.start_run(f"approx/{task}", parent_run_id=ctx.run_id, tags={"task": task}):
+                metrics[task] = study_task(task, cfg, ctx)
+                ctx.tracker.log_metrics(numeric(metrics[task]))
+            bar.update(note=task)
     return metrics
 
 

@@ -1,17 +1,33 @@
 """``bench`` stage: speed measured side by side, as ratios against named baselines.
 
-Kernels: ``log_partition``, ``marginals`` and ``viterbi`` of :mod:`components.structures.linear_chain`
-against pytorch-crf (and torch-struct where it fits in memory) at (B, N) = (32, 40) and each L in
-``bench.kernels.labels``, on the same inputs, with ``bench.threads`` torch threads on the CPU, and
-on the GPU when one is visible. Values are checked to agree before anything is timed. Results go
-to ``metrics/bench.json``, MLflow, and ``plots/bench/kernels.md`` (a table for BENCHMARKS.md).
+Every comparison is timed by the one harness, :func:`components.metrics.timing.compare`, under
+``bench.timing``: the sides are called in turn (ours, baseline, ours, baseline, ...), each round
+gives one ratio baseline time / our time per pair, and rounds repeat until every ratio's
+inter-quartile range lies within ``median * (1 +- rel_iqr)`` or the time cap ``max_seconds`` (per
+comparison and device; then ``converged: false``). Each records its median ratio with q1/q3, its
+rounds and the machine's load average when it started (``os.getloadavg``); the stage records the
+load average at its own start too.
+
+Kernels: ``log_partition``, ``marginals`` and ``viterbi`` (eager, and with the compiled max-plus
+step) of :mod:`components.structures.linear_chain` against pytorch-crf (and torch-struct where it
+fits in memory) at (B, N) = (32, 40) and each L in ``bench.kernels.labels``, on the same inputs,
+with ``bench.threads`` torch threads on the CPU, and on the GPU when one is visible. Values are
+checked to agree before anything is timed. Results go to ``metrics/bench.json``, MLflow, and
+``plots/bench/kernels.md`` (the tables for BENCHMARKS.md).
+
+Oracle grid (``bench.oracle``): the full GD oracle grid of ``approx.gd`` vectorised
+(``gradient_descent``) against the paper's naive loop (``naive_oracle_grid``) on the first
+``instances`` test sentences; a naive run takes about a minute, so there is no naive warm-up and
+the labels are checked on the timed runs' outputs (they must agree).
 
 Goyal et al. (2018) (``bench.beam``, :mod:`components.inference.beam_bench`): on the first
 ``train_batches`` shuffled training batches of ``bench.beam.task``, relaxed-beam training
 (``BeamDirectLoss`` at each K in ``train_ks``) against cross-entropy training of the same randomly
 initialised seq2seq tagger, and on the first ``sentences`` dev sentences hard ``beam_search`` at
-``decode_k`` against the naive per-hypothesis loop; interleaved rounds repeated until the ratios
-are stable or ``time_cap_s``. Metrics under ``beam.<device>``.
+``decode_k`` against the naive per-hypothesis loop. Metrics under ``beam.<device>``.
+
+MH (``bench.mcmc``, :mod:`components.inference.mcmc_bench`): ``mh_mlm`` against the naive
+Algorithm 4 on a randomly initialised conditional MLM. Metrics under ``mcmc.<device>``.
 """
 from __future__ import annotations
 
@@ -29,13 +45,13 @@ from components.inference.mcmc import MHMLMConfig
 from components.inference.mcmc_bench import compare_mh
 from components.models.mlm import CMLMConfig, ConditionalMLM
 from components.io import write_text
-from components.metrics.timing import time_call
+from components.metrics.timing import TimingConfig, compare, load_average, ratio_metrics
 from components.structures import linear_chain
 from components.data.tasks import load_tagging_task
 from components import checkpoints
-from components.inference.gradient_descent import GDConfig
+from components.inference.gradient_descent import GDConfig, gradient_descent, initial_logits
 from components.inference.study import ApproxStudyConfig
-from components.inference.oracle_bench import compare_oracle_grid
+from components.inference.oracle_bench import naive_oracle_grid
 from components.inference.beam_bench import compare_decoding, compare_train_epochs
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.structures.baselines import PytorchCRF, TorchStruct
@@ -47,13 +63,12 @@ class KernelBenchConfig:
     batch: int = 32
     length: int = 40
     labels: tuple[int, ...] = (17, 400, 1000)
-    repeats: int = 5
     baselines: tuple[str, ...] = ("pytorch_crf", "torch_struct")
     torch_struct_max_labels: int = 64      # its L^3 parallel scan does not fit beyond this on 24 GiB
     seed: int = 0
 
     def __post_init__(self):
-        check_range(self, positive=("batch", "length", "labels", "repeats"),
+        check_range(self, positive=("batch", "length", "labels"),
                     nonnegative=("torch_struct_max_labels", "seed"))
 
 
@@ -79,10 +94,6 @@ class BeamBenchConfig:
     batch_size: int = 32                    # training batches
     decode_batch_size: int = 64             # batched decoding (the search_aware stage's eval_batch_size)
     lr: float = 1e-3
-    min_repeats: int = 3
-    max_repeats: int = 10
-    tol: float = 0.10                       # stop when the ratios' IQR lies within median * (1 +- tol)
-    time_cap_s: float = 20.0                # per comparison and device (checked between rounds)
     decode_target: float = 20.0             # issue 6: batched decoding >= 20x the naive loop
     seed: int = 0
 
@@ -93,8 +104,7 @@ class BeamBenchConfig:
         if self.sentences < 1 or self.batch_size < 1 or self.decode_batch_size < 1 or self.train_batches < 0:
             raise ValueError("bench.beam: sentences, batch_size and decode_batch_size must be >= 1, "
                              "train_batches >= 0")
-        check_range(self, positive=("lr", "min_repeats", "time_cap_s", "decode_target"), nonnegative=("tol", "seed"),
-                    ordered=[("min_repeats", "<=", "max_repeats")])
+        check_range(self, positive=("lr", "decode_target"), nonnegative=("seed",))
 
 
 @dataclass(frozen=True)
@@ -108,17 +118,12 @@ class MCMCBenchConfig:
     target_length: int = 20
     sweeps: int = 1
     energy: str = "norm"
-    min_repeats: int = 3
-    max_repeats: int = 10
-    tol: float = 0.10
-    time_cap_s: float = 30.0
     target: float = 20.0                    # issue 12: >= 20x the naive loop on CPU
     seed: int = 0
 
     def __post_init__(self):
-        check_range(self, positive=("chains", "sentences", "source_length", "target_length", "sweeps", "min_repeats",
-                                    "time_cap_s", "target"), nonnegative=("tol", "seed"),
-                    ordered=[("min_repeats", "<=", "max_repeats")])
+        check_range(self, positive=("chains", "sentences", "source_length", "target_length", "sweeps", "target"),
+                    nonnegative=("seed",))
         if self.energy not in ENERGY_KINDS:
             raise field_error(self, "energy", f"must be one of {ENERGY_KINDS}, got {self.energy!r}")
 
@@ -127,6 +132,7 @@ class MCMCBenchConfig:
 class BenchConfig:
     threads: int = 2
     gpu: bool = True                        # also run on CUDA when it is available
+    timing: TimingConfig = field(default_factory=TimingConfig)   # the stopping rule of every comparison
     kernels: KernelBenchConfig = field(default_factory=KernelBenchConfig)
     oracle: OracleBenchConfig = field(default_factory=OracleBenchConfig)
     beam: BeamBenchConfig = field(default_factory=BeamBenchConfig)
@@ -163,7 +169,17 @@ def _check_agreement(name: str, base, unary, trans, mask) -> None:
         raise RuntimeError(f"bench: {name} Viterbi path scores disagree with ours")
 
 
-def bench_kernels(cfg: KernelBenchConfig, device: str, progress=print) -> dict[str, Any]:
+def _load(load: dict[str, float] | None) -> str:
+    return "n/a" if not load else " ".join(f"{v:.2f}" for v in load.values())
+
+
+def bench_kernels(cfg: KernelBenchConfig, device: str, timing: TimingConfig = TimingConfig(),
+                  progress=print) -> dict[str, Any]:
+    """Per L and op, ours against each baseline in one :func:`compare` (for ``viterbi`` also the
+    compiled max-plus step, ``ours_compiled``): ``L{L}.{op}.{side}_ms`` (median),
+    ``L{L}.{op}.speedup_vs_{baseline}`` (median of baseline / ours per round, with ``_q1``/``_q3``/
+    ``_iqr_rel``/``_converged``), ``L{L}.viterbi.compiled_speedup_vs_pytorch_crf`` (the same),
+    ``L{L}.{op}.rounds``/``.converged``/``.load_avg_start``."""
     out: dict[str, Any] = {}
     g = torch.Generator(device="cpu").manual_seed(cfg.seed)
     for L in cfg.labels:
@@ -180,21 +196,29 @@ def bench_kernels(cfg: KernelBenchConfig, device: str, progress=print) -> dict[s
             methods[name] = {"log_partition": lambda b=base: b.log_partition(unary, mask),
                              "marginals": lambda b=base: b.marginals(unary, mask),
                              "viterbi": lambda b=base: b.viterbi(unary, mask)}
-        # the compiled max-plus Viterbi step (torch.compile; off by default elsewhere)
-        t = time_call(lambda: linear_chain.viterbi(unary, trans, mask, compile=True), repeats=cfg.repeats,
-                      warmup=2, device=device)
-        out[f"L{L}.viterbi.ours_compiled_ms"] = 1000 * t["median_s"]
+        baselines = [name for name in methods if name != "ours"]
+        # the compiled max-plus Viterbi step (torch.compile; off by default elsewhere), compiled untimed first
+        def compiled():
+            return linear_chain.viterbi(unary, trans, mask, compile=True)
+        compiled()
         for op in OPS:
-            for name, fns in methods.items():
-                t = time_call(fns[op], repeats=cfg.repeats, warmup=1, device=device)
-                out[f"L{L}.{op}.{name}_ms"] = 1000 * t["median_s"]
-                progress(f"bench {device} L={L} {op} {name}: {1000 * t['median_s']:.2f} ms")
-            for name in methods:
-                if name != "ours":
-                    out[f"L{L}.{op}.speedup_vs_{name}"] = out[f"L{L}.{op}.{name}_ms"] / out[f"L{L}.{op}.ours_ms"]
-        if "pytorch_crf" in methods:
-            out[f"L{L}.viterbi.compiled_speedup_vs_pytorch_crf"] = \
-                out[f"L{L}.viterbi.pytorch_crf_ms"] / out[f"L{L}.viterbi.ours_compiled_ms"]
+            fns = {name: m[op] for name, m in methods.items()}
+            ours = ["ours"]
+            if op == "viterbi":
+                fns["ours_compiled"] = compiled
+                ours.append("ours_compiled")
+            res = compare(fns, baseline=baselines, ours=ours, timing=timing, device=device)
+            for name, side in res["sides"].items():
+                out[f"L{L}.{op}.{name}_ms"] = 1000 * side["median_s"]
+            for b in baselines:
+                out.update(ratio_metrics(res, f"{b}/ours", f"L{L}.{op}.speedup_vs_{b}"))
+            if op == "viterbi" and "pytorch_crf" in baselines:
+                out.update(ratio_metrics(res, "pytorch_crf/ours_compiled", f"L{L}.viterbi.compiled_speedup_vs_pytorch_crf"))
+            out.update({f"L{L}.{op}.rounds": float(res["rounds"]), f"L{L}.{op}.converged": res["converged"],
+                        f"L{L}.{op}.load_avg_start": res["load_avg_start"]})
+            progress(f"bench {device} L={L} {op}: " + ", ".join(
+                f"{r['baseline']}/{r['ours']} {r['median']:.2f}x ({r['q1']:.2f}-{r['q3']:.2f})"
+                for r in res["ratios"].values()) + f"; {res['rounds']} rounds, converged: {res['converged']}")
     return out
 
 
@@ -210,49 +234,85 @@ def targets(res: dict[str, Any]) -> dict[str, bool]:
     return t
 
 
+def _ratio(res: dict[str, Any], key: str, digits: int = 1) -> str:
+    """``median× (q1–q3)`` of a ratio in flat metrics, or a dash."""
+    v = res.get(key)
+    if not isinstance(v, float):
+        return "–"
+    return f"{v:.{digits}f}× ({res[key + '_q1']:.{digits}f}–{res[key + '_q3']:.{digits}f})"
+
+
 def markdown(results: dict[str, dict[str, Any]], cfg: KernelBenchConfig) -> str:
+    """The kernel tables (one per device) and the oracle-grid line: times are medians, a ratio is
+    the median of per-round ratios baseline / ours with its IQR."""
     lines = []
     for dev, res in results.items():
-        lines += [f"### {dev}", "", "| L | op | ours (ms) | pytorch-crf (ms) | ratio | torch-struct (ms) | ratio |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [f"### {dev}", "", "| L | op | ours (ms) | pytorch-crf (ms) | ratio (IQR) | torch-struct (ms) | "
+                  "ratio (IQR) | rounds | converged | load at start |", "|---|---|---|---|---|---|---|---|---|---|"]
         for L in cfg.labels:
+            def cell(k, fmt="{:.2f}"):
+                v = res.get(k)
+                return fmt.format(v) if isinstance(v, float) else "–"
             for op in OPS:
-                def cell(k, fmt="{:.2f}"):
-                    v = res.get(k)
-                    return fmt.format(v) if isinstance(v, float) else "–"
+                tail = (f"{cell(f'L{L}.{op}.rounds', '{:.0f}')} | {res.get(f'L{L}.{op}.converged', '–')} | "
+                        f"{_load(res.get(f'L{L}.{op}.load_avg_start'))} |")
                 lines.append(f"| {L} | {op} | {cell(f'L{L}.{op}.ours_ms')} | {cell(f'L{L}.{op}.pytorch_crf_ms')} | "
-                             f"{cell(f'L{L}.{op}.speedup_vs_pytorch_crf', '{:.1f}×')} | "
-                             f"{cell(f'L{L}.{op}.torch_struct_ms')} | {cell(f'L{L}.{op}.speedup_vs_torch_struct', '{:.1f}×')} |")
-            lines.append(f"| {L} | viterbi (compiled) | {cell(f'L{L}.viterbi.ours_compiled_ms')} | "
-                         f"{cell(f'L{L}.viterbi.pytorch_crf_ms')} | "
-                         f"{cell(f'L{L}.viterbi.compiled_speedup_vs_pytorch_crf', '{:.1f}×')} | – | – |")
-        lines += ["", "targets: " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in targets(res).items()), ""]
+                             f"{_ratio(res, f'L{L}.{op}.speedup_vs_pytorch_crf')} | "
+                             f"{cell(f'L{L}.{op}.torch_struct_ms')} | {_ratio(res, f'L{L}.{op}.speedup_vs_torch_struct')} | "
+                             + tail)
+                if op == "viterbi":
+                    lines.append(f"| {L} | viterbi (compiled) | {cell(f'L{L}.viterbi.ours_compiled_ms')} | "
+                                 f"{cell(f'L{L}.viterbi.pytorch_crf_ms')} | "
+                                 f"{_ratio(res, f'L{L}.viterbi.compiled_speedup_vs_pytorch_crf')} | – | – | " + tail)
+        lines += ["", "targets (on the median ratios): "
+                  + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in targets(res).items()), ""]
         o = res.get("oracle_grid")
         if o:
             lines += [f"oracle grid ({int(o['instances'])} test sentences x {int(o['lrs'])} learning rates x N up to "
-                      f"{int(o['max_N'])}): vectorised {o['batched_s']:.2f} s, naive loop {o['naive_s']:.1f} s, "
-                      f"ratio {o['speedup']:.0f}x (target 100x: {'met' if o['target_100x'] else 'NOT met'}); "
-                      f"label agreement {o['label_agreement']:.4f}", ""]
+                      f"{int(o['max_N'])}): vectorised {o['batched_s']:.2f} s, naive loop {o['naive_s']:.1f} s "
+                      f"(medians), ratio {_ratio(o, 'speedup', 0)} over {int(o['rounds'])} rounds (converged: "
+                      f"{o['converged']}; load at start {_load(o['load_avg_start'])}); target 100x: "
+                      f"{'met' if o['target_100x'] else 'NOT met'}; label agreement {o['label_agreement']:.4f}", ""]
     return "\n".join(lines) + "\n"
 
 
-def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device: str) -> dict[str, Any]:
+def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device: str,
+                 timing: TimingConfig = TimingConfig()) -> dict[str, Any]:
     """The full oracle grid (every lr x every N) on the first ``instances`` test sentences of a task:
     the vectorised GD against the paper's naive loop (one instance, one (N, lr) at a time), same
-    initial logits, same data, one run; labels must agree."""
+    initial logits, same data, interleaved by :func:`compare` (no warm-up of the naive side: a
+    run costs about a minute); labels must agree."""
     task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
     energy = checkpoints.load(ctx.path(cfg.energy_dir) / cfg.task / cfg.energy, device, expect="energy")
     batch = task.test.collate(list(range(min(cfg.instances, len(task.test))))).to(device)
     with torch.no_grad():
         p = energy.potentials(batch)
-    res = compare_oracle_grid(p.unary, p.transition, p.mask, gd, seed=0)
-    if res["label_agreement"] < 0.999:
-        raise RuntimeError(f"bench: the vectorised GD grid disagrees with the naive loop ({res})")
-    return {**res, "instances": float(batch.words.shape[0]), "lrs": float(len(gd.lrs)),
-            "max_N": float(max(gd.checkpoints)), "target_100x": res["speedup"] >= 100}
+    ch = linear_chain.validate(p.unary, p.transition, p.mask, caller="bench oracle")
+    unary, trans, mask = ch.unary, ch.transition, ch.mask
+    z0 = initial_logits(unary, mask, gd, None, torch.Generator(device="cpu").manual_seed(0))
+    last: dict[str, Any] = {}
+
+    def side(name: str, fn) -> Any:
+        def call() -> None:
+            last[name] = fn(unary, trans, mask, gd, init_logits=z0)
+        return call
+
+    fns = {"naive": side("naive", naive_oracle_grid), "batched": side("batched", gradient_descent)}
+    res = compare(fns, baseline="naive", ours="batched", timing=timing, no_warmup=["naive"], device=device)
+    fast, slow = last["batched"], last["naive"]
+    agree = float((fast.labels == slow.labels)[mask.expand_as(fast.labels)].double().mean())
+    if agree < 0.999:
+        raise RuntimeError(f"bench: the vectorised GD grid disagrees with the naive loop (label agreement {agree:.4f})")
+    out = {"batched_s": res["sides"]["batched"]["median_s"], "naive_s": res["sides"]["naive"]["median_s"],
+           **ratio_metrics(res, "naive/batched", "speedup"), "rounds": float(res["rounds"]),
+           "converged": res["converged"], "load_avg_start": res["load_avg_start"], "label_agreement": agree,
+           "max_abs_energy_diff": float((fast.energy - slow.energy).abs().max()),
+           "max_abs_relaxed_energy_diff": float((fast.relaxed_energy - slow.relaxed_energy).abs().max())}
+    return {**out, "instances": float(batch.words.shape[0]), "lrs": float(len(gd.lrs)),
+            "max_N": float(max(gd.checkpoints)), "target_100x": out["speedup"] >= 100}
 
 
-def bench_beam(cfg: BeamBenchConfig, ctx: StageContext, device: str) -> dict[str, Any]:
+def bench_beam(cfg: BeamBenchConfig, ctx: StageContext, device: str, timing: TimingConfig = TimingConfig()) -> dict[str, Any]:
     """Goyal et al. (2018): relaxed-beam vs CE training passes and batched vs naive hard beam
     decoding, on the real task with a randomly initialised seq2seq tagger (see the module doc)."""
     task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
@@ -262,15 +322,13 @@ def bench_beam(cfg: BeamBenchConfig, ctx: StageContext, device: str) -> dict[str
     o_id = task.vocabs["label"].index("O", -1)
     train = list(task.train.batches(cfg.batch_size, shuffle=True, seed=cfg.seed, device=device))
     train = train[:cfg.train_batches] if cfg.train_batches else train
-    rounds = dict(min_repeats=cfg.min_repeats, max_repeats=cfg.max_repeats, tol=cfg.tol, time_cap_s=cfg.time_cap_s,
-                  device=device)
-    out = compare_train_epochs(model, train, cfg.train_ks, o_id=o_id, lr=cfg.lr, **rounds)
+    out = compare_train_epochs(model, train, cfg.train_ks, o_id=o_id, lr=cfg.lr, timing=timing, device=device)
     dev = task.dev.subset(range(min(cfg.sentences, len(task.dev))))
     dec = compare_decoding(model, list(dev.batches(cfg.decode_batch_size, device=device)), cfg.decode_k,
-                           target=cfg.decode_target, **rounds)
-    out.update({f"decode_{k}" if k in ("repeats", "stable", "sentences") else k: v for k, v in dec.items()})
-    out["train_repeats"], out["train_stable"] = out.pop("repeats"), out.pop("stable")
-    out["train_sentences"] = out.pop("sentences")
+                           target=cfg.decode_target, timing=timing, device=device)
+    shared = ("rounds", "converged", "load_avg_start", "sentences")
+    out = {f"train_{k}" if k in shared else k: v for k, v in out.items()}
+    out.update({f"decode_{k}" if k in shared else k: v for k, v in dec.items()})
     return out
 
 
@@ -282,7 +340,8 @@ def beam_markdown(beam: dict[str, Any], cfg: BeamBenchConfig) -> str:
             continue
         lines += [f"#### {dev}", "",
                   f"training, {int(r['batches'])} batches ({int(r['train_sentences'])} sentences), "
-                  f"{int(r['train_repeats'])} interleaved rounds (stable: {r['train_stable']}): CE {r['ce_s']:.3f} s", "",
+                  f"{int(r['train_rounds'])} interleaved rounds (converged: {r['train_converged']}; load at start "
+                  f"{_load(r['train_load_avg_start'])}): CE {r['ce_s']:.3f} s", "",
                   "| K | relaxed beam (s) | ratio to CE (median) | IQR | <= K |", "|---|---|---|---|---|"]
         for k in cfg.train_ks:
             lines.append(f"| {k} | {r[f'beam_k{k}_s']:.3f} | {r[f'train_ratio_k{k}']:.2f}x | "
@@ -290,7 +349,8 @@ def beam_markdown(beam: dict[str, Any], cfg: BeamBenchConfig) -> str:
                          f"{'yes' if r[f'train_within_k{k}'] else 'NO'} |")
         k = cfg.decode_k
         lines += ["", f"hard beam decoding, k = {k}, {int(r['decode_sentences'])} dev sentences, "
-                      f"{int(r['decode_repeats'])} rounds: batched {r['batched_sents_per_s']:.0f} sent/s "
+                      f"{int(r['decode_rounds'])} rounds (converged: {r['decode_converged']}; load at start "
+                      f"{_load(r['decode_load_avg_start'])}): batched {r['batched_sents_per_s']:.0f} sent/s "
                       f"({r['batched_s']:.3f} s), naive loop {r['naive_sents_per_s']:.0f} sent/s ({r['naive_s']:.2f} s), "
                       f"ratio {r[f'decode_ratio_k{k}']:.1f}x (IQR {r[f'decode_ratio_k{k}_q1']:.1f}-"
                       f"{r[f'decode_ratio_k{k}_q3']:.1f}; target {cfg.decode_target:.0f}x: "
@@ -306,7 +366,8 @@ def cmlm_section(params: dict[str, Any], key: str, cls: type) -> Any:
         raise ConfigError(f"params: the bench's MH benchmark reads cmlm.{key}, which is missing") from None
 
 
-def bench_mcmc(cfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, int], device: str) -> dict[str, Any]:
+def bench_mcmc(cfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, int], device: str,
+               timing: TimingConfig = TimingConfig()) -> dict[str, Any]:
     """MH proposals per second, ``mh_mlm`` vs the naive Algorithm 4, at equal chains and lengths."""
     g = torch.Generator().manual_seed(cfg.seed)
     model = ConditionalMLM(vocab[0], vocab[1], model_cfg, seed=cfg.seed).to(device).eval()
@@ -315,8 +376,7 @@ def bench_mcmc(cfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, in
     batch = shard_batch(sources, [cfg.target_length] * cfg.sentences, device)
     energy = MLMEnergy(model, cfg.energy)
     out = compare_mh(energy, batch, MHMLMConfig(seed=cfg.seed), n_chains=cfg.chains, sweeps=cfg.sweeps,
-                     min_repeats=cfg.min_repeats, max_repeats=cfg.max_repeats, tol=cfg.tol,
-                     time_cap_s=cfg.time_cap_s, device=device)
+                     timing=timing, device=device)
     out["target"] = cfg.target
     out["target_met"] = bool(out["mh_ratio"] >= cfg.target)
     return out
@@ -325,15 +385,17 @@ def bench_mcmc(cfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, in
 def mcmc_markdown(res: dict[str, Any], cfg: MCMCBenchConfig) -> str:
     lines = ["### Thesis ch. 6: MH with MLM proposals, batched vs the naive Algorithm 4 (random-init CMLM)", "",
              "| device | chains x sentences x length | naive proposals/s | ours proposals/s | ratio (median) | IQR "
-             "| passes/proposal naive | ours | rounds | target |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| passes/proposal naive | ours | rounds | load at start | target |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for dev, r in res.items():
         if not isinstance(r, dict):
-            lines.append(f"| {dev} | {r} | | | | | | | | |")
+            lines.append(f"| {dev} | {r} | | | | | | | | | |")
             continue
         lines.append(f"| {dev} | {int(r['chains'])} x {int(r['instances'])} x {r['mean_length']:.0f} | "
                      f"{r['naive_proposals_per_s']:.1f} | {r['fast_proposals_per_s']:.0f} | {r['mh_ratio']:.1f}x | "
                      f"{r['mh_ratio_q1']:.1f}-{r['mh_ratio_q3']:.1f} | {r['naive_passes_per_proposal']:.1f} | "
-                     f"{r['fast_passes_per_proposal']:.2f} | {int(r['repeats'])} (stable: {r['stable']}) | "
+                     f"{r['fast_passes_per_proposal']:.2f} | {int(r['rounds'])} (converged: {r['converged']}) | "
+                     f"{_load(r['load_avg_start'])} | "
                      f"{cfg.target:.0f}x: {'met' if r['target_met'] else 'NOT met'} |")
     return "\n".join(lines) + "\n"
 
@@ -343,33 +405,44 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cmlm_model = cmlm_section(params, "model", CMLMConfig)
     cmlm_data = cmlm_section(params, "data", TranslationConfig)
     acfg = load_section(ApproxStudyConfig, "approx", params)
+    load = load_average()                           # before this stage's own work
     torch.set_num_threads(cfg.threads)
     devices = ["cpu"] + (["cuda"] if cfg.gpu and torch.cuda.is_available() else [])
     gd = acfg.gd.for_task(cfg.oracle.task)          # the grid the approx stage runs on that task
     results = {}
     for dev in devices:
-        results[dev] = bench_kernels(cfg.kernels, dev, progress=lambda m: print(m, flush=True))
+        results[dev] = bench_kernels(cfg.kernels, dev, cfg.timing, progress=lambda m: print(m, flush=True))
         results[dev]["targets"] = targets(results[dev])
-        results[dev]["oracle_grid"] = bench_oracle(cfg.oracle, gd, ctx, dev)
+        results[dev]["oracle_grid"] = bench_oracle(cfg.oracle, gd, ctx, dev, cfg.timing)
         print(f"bench {dev} oracle grid: {results[dev]['oracle_grid']}", flush=True)
     beam: dict[str, Any] = {}
     for dev in devices:
-        beam[dev] = bench_beam(cfg.beam, ctx, dev)
+        beam[dev] = bench_beam(cfg.beam, ctx, dev, cfg.timing)
         print(f"bench {dev} beam: {beam[dev]}", flush=True)
     mcmc: dict[str, Any] = {}
     for dev in devices:
-        mcmc[dev] = bench_mcmc(cfg.mcmc, cmlm_model, (cmlm_data.src_vocab_size, cmlm_data.tgt_vocab_size), dev)
+        mcmc[dev] = bench_mcmc(cfg.mcmc, cmlm_model, (cmlm_data.src_vocab_size, cmlm_data.tgt_vocab_size), dev,
+                               cfg.timing)
         print(f"bench {dev} mcmc: {mcmc[dev]}", flush=True)
     if "cuda" not in devices:
         beam["cuda"] = "no GPU" if not torch.cuda.is_available() else "skipped (bench.gpu: false)"
         mcmc["cuda"] = beam["cuda"]
     machine = {"cpu": platform.processor() or platform.machine(), "threads": cfg.threads,
-               "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else "none"}
-    write_text(ctx.path(cfg.report), f"machine: {machine}\n\n" + markdown(results, cfg.kernels)
+               "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else "none",
+               "load_avg_start": _load(load)}
+    t = cfg.timing
+    method = (f"method: interleaved rounds (components.metrics.timing.compare) until every ratio's IQR lies within "
+              f"median x (1 +- {t.rel_iqr:g}), at least {t.min_rounds} rounds"
+              + (f", at most {t.max_rounds}" if t.max_rounds is not None else "")
+              + f", or {t.max_seconds:g} s per comparison and device (then converged: False); {t.warmup} warm-up "
+              f"call(s) per side; sides under {t.min_turn_s:g} s run back to back within a turn. Times are medians; "
+              "a ratio is the median of the per-round ratios baseline / ours, with its IQR (q1-q3). "
+              "Load average (1, 5, 15 min) at the start of the stage and of each comparison.")
+    write_text(ctx.path(cfg.report), f"machine: {machine}\n\n{method}\n\n" + markdown(results, cfg.kernels)
                + "\n" + beam_markdown(beam, cfg.beam) + "\n" + mcmc_markdown(mcmc, cfg.mcmc))
     ctx.tracker.log_artifact(ctx.path(cfg.report), "bench")
     ctx.tracker.log_params({f"machine.{k}": v for k, v in machine.items()})
-    return {"kernels": results, "beam": beam, "mcmc": mcmc, "machine": machine}
+    return {"kernels": results, "beam": beam, "mcmc": mcmc, "machine": machine, "load_avg_start": load}
 
 
 if __name__ == "__main__":

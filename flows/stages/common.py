@@ -5,6 +5,11 @@
 section, calls ``run(params, ctx)``, logs the returned metrics and writes them atomically to
 ``metrics/<stage>.json`` for ``dvc metrics``.
 
+Provenance (``components.tracking.provenance``): the stage's run — and every run opened under it
+(sweep parents; trials, through ``tracker.run_tags()``) — carries the git commit
+(``mlflow.source.git.commit``, ``git.dirty``) and ``dvc.stage`` (``train@pos``); the stage's run
+logs its ``dvc.yaml`` deps under ``data/`` as dataset inputs whose digest is DVC's hash.
+
 Around that (``flows.lifecycle``): the stage holds its lock (a second concurrent run is refused),
 closes the RUNNING runs an earlier killed run of it left behind, and aborts on SIGINT/SIGTERM or
 when ``dvc repro`` dies — its runs end KILLED, the Ray workers stop, nothing is written, and the
@@ -28,7 +33,7 @@ from typing import Any, Callable
 from components.config import (BaseConfig, ConfigError, flatten, get_dotted, load_params, load_section, resolve_device,
                                resolve_scale, set_dotted)
 from components.io import write_json
-from components.tracking import Tracker, make_tracker
+from components.tracking import Tracker, make_tracker, stage_provenance
 from flows.lifecycle import StageInterrupted, install_signal_handlers, ray_storage, stage_lock, watch_parent, work_dir
 from flows.sweeps import shutdown_ray
 
@@ -98,6 +103,7 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
     """Run a stage; with ``task``, only that task of a per-task stage (``dvc.yaml`` ``foreach``):
     its MLflow run is ``<stage>@<task>`` and its metrics ``metrics/<stage>/<task>.json``."""
     root = Path(root).resolve()
+    dvc_params = params                  # what dvc.yaml's ${...} references resolve against
     params = resolve_scale(params)
     if task is not None:
         params = for_task(params, stage, task)
@@ -115,10 +121,14 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
         if stale:
             logging.getLogger(__name__).warning("%s: closed %d run(s) an earlier, killed run of it left RUNNING",
                                                 name, len(stale))
+        provenance, inputs = stage_provenance(root, name, dvc_params)
+        outer = tracker.run_tags()
+        tracker.set_provenance({**outer, **provenance})
         t0 = time.perf_counter()
         try:
             with tracker.start_run(name, tags=tags) as run_id:
                 tracker.log_params(flatten({"base": params.get("base") or {}, stage: params.get(stage) or {}}))
+                tracker.log_inputs(inputs)
                 ctx = StageContext(root=root, base=base, tracker=tracker, run_id=run_id, stage=stage, task=task)
                 metrics = run(params, ctx)
                 metrics["stage_seconds"] = round(time.perf_counter() - t0, 3)
@@ -127,6 +137,8 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
             shutdown_ray()                # stop the trials still running before closing their runs
             tracker.close_running(tags, status="KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
             raise
+        finally:
+            tracker.set_provenance(outer)
         write_json(metrics_path(root, stage, task), metrics)
         shutil.rmtree(ray_storage(root, name), ignore_errors=True)    # finished: nothing left to resume
     return metrics

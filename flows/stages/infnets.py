@@ -10,11 +10,11 @@ the best network goes to ``models/infnet/<task>/<variant>/`` with the recipe tha
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components import checkpoints
-from components.config import check_range
+from components.config import ConfigError, check_range
 from components.recipes import recipe
 from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference
@@ -34,17 +34,27 @@ class InfNetStageConfig(TaskSweepConfig):
     lam: float = 1.0
     anneal_lambda: bool = False
     energy_dir: str = "models/energy"
+    # energy -> task -> the archs trained under that energy for that task (absent: ``archs``). Tables
+    # 4 and 6 use one arch per task under BLSTM-CRF+ (``approx.arch``), so only those are trained.
+    energy_archs: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def __post_init__(self):
         super().__post_init__()                       # TaskSweepConfig's checks
         check_range(self, nonnegative=("lam",))
+        for energy, per_task in self.energy_archs.items():
+            if energy not in self.energies:
+                raise ConfigError(f"infnets.energy_archs: {energy!r} is not one of infnets.energies {list(self.energies)}")
+            for task, archs in per_task.items():
+                if not archs:
+                    raise ConfigError(f"infnets.energy_archs.{energy}.{task}: give at least one arch")
 
 
-def _variants(cfg: InfNetStageConfig) -> tuple[str, ...]:
+def _variants(cfg: InfNetStageConfig, task: str) -> tuple[str, ...]:
     bad = [m for m in cfg.modes if m not in MODES]
     if bad:
         raise ValueError(f"infnets.modes: unknown {bad}; expected some of {MODES}")
-    return tuple(variant_name(e, a, m) for e in cfg.energies for a in cfg.archs for m in cfg.modes)
+    return tuple(variant_name(e, a, m) for e in cfg.energies
+                 for a in cfg.energy_archs.get(e, {}).get(task, cfg.archs) for m in cfg.modes)
 
 
 def _build(cfg: InfNetStageConfig, variant: str, task, seed: int, root) -> NetUnderEnergy:

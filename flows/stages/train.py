@@ -29,7 +29,7 @@ def _recipe(cfg: TaskSweepConfig, variant: str, task) -> dict:
     return recipe("tagger", "blstm", cfg.model, task.sizes)
 
 
-SPEC = ModelSpec(section="train", config=TaskSweepConfig, variants=lambda cfg: ("",), build=_build,
+SPEC = ModelSpec(section="train", config=TaskSweepConfig, variants=lambda cfg, task: ("",), build=_build,
                  loss=lambda cfg, variant, model: token_ce_loss, evaluate=_evaluate, recipe=_recipe)
 
 

@@ -28,7 +28,7 @@ class EnergyStageConfig(TaskSweepConfig):
     objective: str = "nll"
 
 
-def _variants(cfg: EnergyStageConfig) -> tuple[str, ...]:
+def _variants(cfg: EnergyStageConfig, task: str) -> tuple[str, ...]:
     unknown = [e for e in cfg.energies if e not in ENERGIES]
     if unknown:
         raise ValueError(f"train_energy: unknown energies {unknown} (known {sorted(ENERGIES)})")

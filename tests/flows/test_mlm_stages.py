@@ -15,6 +15,7 @@ import torch
 
 from components.config import ConfigError
 from components.models.mlm import CMLMConfig
+from components.metrics.timing import TimingConfig
 from flows.stages import bench, cmlm, mcmc, mlm_exact
 from flows.stages.common import run_stage
 from tests.flows.test_normalisation_stage import _parallel
@@ -205,15 +206,14 @@ def test_mcmc_bad_configuration_is_rejected(tiny_root, edit, match):
 
 
 def test_bench_mcmc_counts_fewer_passes_than_the_naive_loop():
-    cfg = bench.MCMCBenchConfig(chains=2, sentences=1, source_length=4, target_length=4, min_repeats=1,
-                                max_repeats=1, time_cap_s=0.5)
+    cfg = bench.MCMCBenchConfig(chains=2, sentences=1, source_length=4, target_length=4)
     model = CMLMConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ff=32, dropout=0.0,
                             max_source_len=8, max_target_len=8)
-    out = bench.bench_mcmc(cfg, model, (20, 20), "cpu")
+    out = bench.bench_mcmc(cfg, model, (20, 20), "cpu", TimingConfig(min_rounds=1, max_rounds=1, warmup=0))
     assert set(out) >= {"naive_s", "fast_s", "mh_ratio", "mh_ratio_q1", "mh_ratio_q3", "naive_proposals_per_s",
                         "fast_proposals_per_s", "naive_passes_per_proposal", "fast_passes_per_proposal",
                         "naive_rows_per_proposal", "fast_rows_per_proposal", "proposals", "chains", "instances",
-                        "tokens", "mean_length", "law_gap", "repeats", "stable", "target", "target_met"}
+                        "tokens", "mean_length", "law_gap", "rounds", "converged", "load_avg_start", "target", "target_met"}
     assert out["chains"] == 2 and out["instances"] == 1 and out["mean_length"] == 4
     assert out["proposals"] == 2 * 4                                    # chains x positions, one sweep
     assert out["naive_passes_per_proposal"] == 1 + 2 * 4

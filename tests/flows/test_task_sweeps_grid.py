@@ -26,7 +26,7 @@ def test_first_suggestions_equal_the_committed_sweeps(section):
     seed = load_section(BaseConfig, "base", params).seed
     for task in cfg.tasks:
         committed = json.loads(Path(f"metrics/{section}/{task}.json").read_text())
-        keys = [task_sweeps._names(task, v)[1] for v in spec.variants(cfg)]
+        keys = [task_sweeps._names(task, v)[1] for v in spec.variants(cfg, task)]
         assert set(committed) - {"stage_seconds"} == set(keys)
         for key in keys:
             drawn = first_suggestion(cfg.sweep, params, seed)    # a fresh searcher per (task, variant)

@@ -6,6 +6,7 @@ from components.config import ConfigError, load_params, load_section
 from components.data.batching import TaggingBatch
 from components.inference.beam import beam_search
 from components.inference.beam_bench import compare_decoding, compare_train_epochs, naive_beam_search
+from components.metrics.timing import TimingConfig
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 
 V, N_WORDS = 6, 20
@@ -54,12 +55,13 @@ def test_compare_decoding_returns_its_figures():
     model = _model()
     batches = [_batch(0), _batch(1, lengths=(2, 6))]
     model.train()
-    res = compare_decoding(model, batches, 3, min_repeats=1, max_repeats=1, target=20.0, min_side_s=0.0)
+    res = compare_decoding(model, batches, 3, target=20.0, timing=TimingConfig(min_rounds=1, max_rounds=1, warmup=0))
     assert model.training                                        # restored
     assert {"batched_s", "naive_s", "batched_sents_per_s", "naive_sents_per_s", "decode_ratio_k3",
-            "decode_ratio_k3_q1", "decode_ratio_k3_q3", "decode_ratio_k3_iqr_rel", "decode_target_met", "repeats",
-            "stable", "sentences", "max_abs_score_diff", "batched_calls"} <= set(res)
-    assert res["sentences"] == 6 and res["repeats"] == 1 and res["batched_calls"] == 1 and res["max_abs_score_diff"] < 1e-4
+            "decode_ratio_k3_q1", "decode_ratio_k3_q3", "decode_ratio_k3_iqr_rel", "decode_ratio_k3_converged",
+            "decode_target_met", "rounds", "converged", "load_avg_start", "sentences", "max_abs_score_diff",
+            "batched_calls"} <= set(res)
+    assert res["sentences"] == 6 and res["rounds"] == 1 and res["batched_calls"] == 1 and res["max_abs_score_diff"] < 1e-4
     assert res["batched_s"] > 0 and res["naive_s"] > 0 and isinstance(res["decode_target_met"], bool)
 
 
@@ -67,12 +69,12 @@ def test_compare_train_epochs_returns_its_figures_and_restores_the_weights():
     model = _model()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     batches = [_batch(0), _batch(1, lengths=(2, 6))]
-    res = compare_train_epochs(model, batches, (2, 3), o_id=0, min_repeats=2, max_repeats=2)
+    res = compare_train_epochs(model, batches, (2, 3), o_id=0, timing=TimingConfig(min_rounds=2, max_rounds=2))
     for k in (2, 3):
         assert {f"beam_k{k}_s", f"train_ratio_k{k}", f"train_ratio_k{k}_q1", f"train_ratio_k{k}_q3",
-                f"train_ratio_k{k}_iqr_rel", f"train_within_k{k}"} <= set(res)
+                f"train_ratio_k{k}_iqr_rel", f"train_ratio_k{k}_converged", f"train_within_k{k}"} <= set(res)
         assert res[f"train_ratio_k{k}_q1"] <= res[f"train_ratio_k{k}"] <= res[f"train_ratio_k{k}_q3"]
-    assert res["ce_s"] > 0 and res["repeats"] == 2 and res["batches"] == 2
+    assert res["ce_s"] > 0 and res["rounds"] == 2 and res["batches"] == 2 and isinstance(res["converged"], bool)
     assert res["sentences"] == 6 and res["tokens"] == 5 + 1 + 3 + 4 + 2 + 6
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
@@ -82,8 +84,8 @@ def test_compare_functions_reject_bad_arguments():
     model = _model()
     with pytest.raises(ValueError, match="no batches"):
         compare_decoding(model, [], 3)
-    with pytest.raises(ValueError, match="repeats"):
-        compare_train_epochs(model, [_batch()], (2,), min_repeats=3, max_repeats=2)
+    with pytest.raises(ValueError, match="beam size"):
+        compare_train_epochs(model, [_batch()], (0,))
 
 
 def test_bench_beam_params_load_strictly():

@@ -13,6 +13,7 @@ import torch
 from components.inference.mcmc import SAMPLERS, temperature_at
 from components.inference.mcmc_bench import (acceptance_gap, compare_mh, naive_energy, naive_log_accept, naive_mh,
                                               naive_proposal)
+from components.metrics.timing import TimingConfig
 from tests.energies.test_mlm_energy import MLMBatch
 from tests.inference.test_mcmc_mlm import DT, N, V, Exact, bernstein, index_of, toy
 
@@ -87,7 +88,7 @@ def test_acceptance_gap_and_compare_mh():
     y = torch.tensor([[0, 1, 2], [2, 2, 0], [1, 0, 1], [1, 1, 0]])
     gap = acceptance_gap(energy, batch, y, torch.tensor([0, 1, 2, 0]), torch.tensor([2, 0, 0, 1]))
     assert gap < 1e-12
-    out = compare_mh(energy, batch, n_chains=3, sweeps=2, min_repeats=1, max_repeats=1, min_side_s=0.0)
+    out = compare_mh(energy, batch, n_chains=3, sweeps=2, timing=TimingConfig(min_rounds=1, max_rounds=1, warmup=0))
     proposals = 2 * 3 * (3 + 2)
     assert out["proposals"] == proposals and out["chains"] == 3 and out["tokens"] == 5
     assert out["naive_passes_per_proposal"] == pytest.approx(2 * 3 * (3 * 7 + 2 * 5) / proposals)

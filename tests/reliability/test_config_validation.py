@@ -125,7 +125,7 @@ BAD = [
     ("normalisation.translation.min_bleu", 101.0, None, "must be in [0, 100]"),
     ("normalisation.tagging.lam", -1.0, None, "must be >= 0"),
     ("bench.threads", 0, None, "must be > 0"),
-    ("bench.beam.min_repeats", 11, None, "must be <= max_repeats"),
+    ("bench.timing.min_rounds", 0, None, "must be > 0"),
     ("bench.kernels.labels", [17, 0], "bench.kernels.labels[1]", "must be > 0"),
     ("infnets.lam", -0.5, None, "must be >= 0"),
 ]
