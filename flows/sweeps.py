@@ -96,7 +96,7 @@ def quiet_worker() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def trial_lines(name: str) -> Any:
+def trial_lines(name: str, total: int) -> Any:
     """A Ray Tune callback printing one line per finished or failed trial (``flows.progress``),
     for logs, where Tune's status tables and per-epoch bars are switched off."""
     from ray import tune
@@ -110,7 +110,7 @@ def trial_lines(name: str) -> Any:
             r = trial.last_result or {}
             shown = {k: r[k] for k in ("best_dev_score", "nll", "loss") if isinstance(r.get(k), (int, float))}
             note = ", ".join(f"{k}={v:.4g}" for k, v in shown.items())
-            progress.line(f"sweep {name}: {self.done}/{len(trials)} trials done, {trial.trial_id} {what}"
+            progress.line(f"sweep {name}: {self.done}/{total} trials done, {trial.trial_id} {what}"
                           f" after {r.get('time_total_s', 0.0):.0f} s" + (f" ({note})" if note else ""))
 
         def on_trial_complete(self, iteration, trials, trial, **info):
@@ -391,7 +391,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
               storage: Path, tags: dict[str, str] | None = None,
               grid: list[dict[str, Any]] | None = None,
               trial_tags: Callable[[dict[str, Any]], dict[str, str]] | None = None,
-              allow_errors: bool = False) -> SweepResult:
+              allow_errors: bool = False, reuse_actors: bool = True) -> SweepResult:
     """Run ``trainable`` (a Tune function trainable taking the dotted-key config) over the space.
 
     ``grid``: instead of the params space, one trial per element (a dict, seen by the trial as
@@ -469,7 +469,8 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
             # the trial's config is its run's params already, not a metric per step
             batch.log(self._trial_runs[trial], result, step, skip=("config",))
 
-    callbacks: list[Any] = [] if progress.interactive() else [trial_lines(name)]
+    callbacks: list[Any] = [] if progress.interactive() else [trial_lines(name, cfg.num_samples if grid is None
+                                                                             else len(grid))]
     if tracker.tracking_uri:         # the null tracker logs nowhere
         from components.tracking.mlflow_tracker import RunMetrics
         batch = RunMetrics(tracker.tracking_uri)
@@ -485,7 +486,10 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
         return tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if searcher else 1,
                                metric=cfg.metric, mode=cfg.mode,
                                # a searcher has its own ConcurrencyLimiter
-                               max_concurrent_trials=None if searcher else cfg.max_concurrent)    # no reuse_actors: a reused function trainable's get_trial_dir() names the previous trial
+                               max_concurrent_trials=None if searcher else cfg.max_concurrent,
+                               # a finished trial's process (imports, caches) runs the next one; such a trial
+                               # must leave its files in its checkpoint (report_final), not its trial folder
+                               reuse_actors=reuse_actors)
 
     tuner = _tuner(
         tune.with_resources(trainable, trial_resources(cfg.resources)),
@@ -537,13 +541,27 @@ def first_suggestion(cfg: SweepConfig, params: dict[str, Any], seed: int) -> dic
     same searcher is asked here, in the driver, so that many such one-trial sweeps can run as one
     grid with the values they had. An empty space gives ``{}`` (no searcher, as in ``run_sweep``).
     """
+    import optuna
     from ray.tune.search.optuna import OptunaSearch
     space = build_space(cfg.space, params)
     if not space:
         return {}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)     # no "new study created in memory" line per call
     searcher = OptunaSearch(metric=cfg.metric, mode=cfg.mode, seed=seed)
     searcher.set_search_properties(cfg.metric, cfg.mode, space)     # as the Tuner does with param_space
     return searcher.suggest("first")
+
+
+def report_final(metrics: dict[str, Any], files: dict[str, str]) -> None:
+    """A trial's last ``tune.report``, with ``files`` (name -> text) in its checkpoint: a stage reads
+    them back from ``SweepResult.trials[i]["checkpoint"]``, never from the trial folder (a file a
+    reused actor writes there does not survive)."""
+    import tempfile
+    from ray import tune
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            (Path(d) / name).write_text(text)
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
 
 def epoch_bar(label: str) -> Callable[[int, int, float], None]:

@@ -139,13 +139,12 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
 
     model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume, on_epoch=on_epoch,
                                       on_batch=on_batch, on_task=lambda tk: meta.update(recipe=spec.recipe(cfg, variant, tk)))
-    trial_dir = Path(tune.get_context().get_trial_dir())
-    fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
-    fig.savefig(trial_dir / "learning_curve.png")
-    close(fig)
-    (trial_dir / "history.json").write_text(json.dumps(state.history, indent=2))
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d:       # the checkpoint, not the trial folder (reused actors)
         _save_checkpoint(Path(d), state, {**meta, "test": test})
+        fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
+        fig.savefig(Path(d) / "learning_curve.png")
+        close(fig)
+        (Path(d) / "history.json").write_text(json.dumps(state.history, indent=2))
         tune.report({"best_dev_score": state.best_score, "best_epoch": float(state.best_epoch),
                      "epochs_run": float(state.epoch), **{f"test_{k}": v for k, v in test.items()}},
                     checkpoint=tune.Checkpoint.from_directory(d))
@@ -189,13 +188,13 @@ def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, re
     best.update({f"config.{k}": v for k, v in res.best_config.items()})
     histories = {}
     for i, t in enumerate(res.trials):
-        h = Path(t["path"]) / "history.json"
-        if h.exists():
+        h = Path(t["checkpoint"]) / "history.json" if t.get("checkpoint") else None
+        if h is not None and h.exists():
             histories[_trial_label(i, t["config"])] = json.loads(h.read_text())
     fig = sweep_curves(histories, title=f"{label}: dev score per trial")
     ctx.tracker.log_figure(fig, f"{key}_sweep_curves.png")
     close(fig)
-    best_hist = Path(res.best_checkpoint).parent / "history.json"
+    best_hist = Path(res.best_checkpoint) / "history.json"
     rows = json.loads(best_hist.read_text()) if best_hist.exists() else []
     plots = ctx.path(cfg.plots_dir)
     write_json(plots / task / f"{variant}.json" if variant else plots / f"{task}.json",

@@ -116,7 +116,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                                tags={"stage": ctx.stage, "study": "goyal_mlm"}) as parent:
         trainable = tune.with_parameters(cmlm_trial, params=params, root=str(ctx.root), vocab=str(vocab))
         res = run_sweep(trainable, name="cmlm", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
-                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage, tags={"stage": ctx.stage})
+                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage, tags={"stage": ctx.stage},
+                        reuse_actors=False)       # the trial saves its model in its trial folder
         best_dir = Path(next(t["path"] for t in res.trials if t["config"] == res.best_config
                              and t["metrics"].get(cfg.sweep.metric) == res.best_metrics.get(cfg.sweep.metric))) / "model"
         train_info = json.loads((best_dir / "train.json").read_text())

@@ -34,7 +34,7 @@ from components.config import ConfigError, check_range, load_section
 from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
                                            ProjectionConfig, run_cell, run_projection)
 from flows.stages.common import StageContext, main
-from flows.sweeps import ResourcesConfig, SweepConfig, run_sweep
+from flows.sweeps import ResourcesConfig, SweepConfig, report_final, run_sweep
 
 #: Table 6.1 row names: source -> the thesis' prefix ("+" marks the high-entropy HMM).
 ROW_NAMES = {"palindrome": ("p", ""), "hmm_low": ("h", ""), "hmm_high": ("h", "+")}
@@ -122,9 +122,7 @@ def design(cfg: MLMExactConfig) -> list[dict[str, Any]]:
 
 
 def exact_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
-    """Ray Tune function trainable: one grid element; writes ``record.json`` and reports its NLL."""
-    from ray import tune
-
+    """Ray Tune function trainable: one grid element; reports its NLL with ``record.json``."""
     run = config["run"]
     cfg = load_config(params)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
@@ -136,8 +134,7 @@ def exact_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) ->
         out = run_cell(run["source"], run["train_size"], run["objective"], run["seed"], cell)
         nll = float(out["nll"])
     record = {"run": run, "result": out}
-    (Path(tune.get_context().get_trial_dir()) / "record.json").write_text(json.dumps(record, indent=1))
-    tune.report({"nll": nll})
+    report_final({"nll": nll}, {"record.json": json.dumps(record, indent=1)})
 
 
 def _rooted(cell: CellConfig, root: Path) -> CellConfig:
@@ -228,7 +225,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         res = run_sweep(trainable, name="mlm_exact", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
                         tags={"stage": ctx.stage}, grid=grid)
-        records = [json.loads((Path(t["path"]) / "record.json").read_text()) for t in res.trials]
+        records = [json.loads((Path(t["checkpoint"]) / "record.json").read_text()) for t in res.trials]
         metrics = summarise(cfg, records)
         ctx.tracker.log_metrics({f"{row['row'].replace('+', '_plus')}.{obj}.{m}": v for row in metrics["table"]
                                  for obj, e in row["by_objective"].items() for m, v in e.items()

@@ -29,7 +29,7 @@ from components.reports import shevchenko_osokin as report
 from components.training.structured import PHASES
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
 from flows.stages.common import StageContext, main, numeric
-from flows.sweeps import ResourcesConfig, SweepConfig, epoch_bar, run_sweep
+from flows.sweeps import ResourcesConfig, SweepConfig, epoch_bar, report_final, run_sweep
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,10 @@ def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) 
     record = train_and_evaluate(
         run, cfg, Path(root) / base.prepared_dir, resolve_device(base.device), on_epoch=on_epoch,
         on_batch=epoch_bar(f"{run['task']}/{run['objective']}/{run['procedure']}/f{run['fold']}/s{run['seed']}"))
-    (Path(tune.get_context().get_trial_dir()) / "record.json").write_text(json.dumps(record, indent=1))
-    tune.report({"best_dev_score": best["dev"], "test_score": record["test_score"],
-                 "train_score": record["train_score"], "train_minutes": record["train_minutes"],
-                 "alpha": record["alpha"], "epochs_run": float(record["epochs"])})
+    report_final({"best_dev_score": best["dev"], "test_score": record["test_score"],
+                  "train_score": record["train_score"], "train_minutes": record["train_minutes"],
+                  "alpha": record["alpha"], "epochs_run": float(record["epochs"])},
+                 {"record.json": json.dumps(record, indent=1)})
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
@@ -79,8 +79,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                         tags={"stage": ctx.stage}, grid=grid, allow_errors=True)
         records, failed = [], []
         for tr in res.trials:
-            rec = Path(tr["path"]) / "record.json"
-            if tr["error"] or not rec.exists():
+            rec = Path(tr["checkpoint"]) / "record.json" if tr["checkpoint"] else None
+            if tr["error"] or rec is None or not rec.exists():
                 failed.append({"run": tr["config"].get("run"), "error": tr["error"] or "no record.json"})
             else:
                 records.append(json.loads(rec.read_text()))

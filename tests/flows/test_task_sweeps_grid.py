@@ -53,7 +53,7 @@ def _fake_run_sweep(tmp_path, calls, failing=()):
             trial = tmp_path / "ray" / str(i)
             (trial / "ckpt").mkdir(parents=True)
             (trial / "ckpt" / "model.json").write_text(json.dumps({"element": i}))
-            (trial / "history.json").write_text(json.dumps([{"epoch": 1, "train_loss": 1.0, "dev_score": 50.0 + i}]))
+            (trial / "ckpt" / "history.json").write_text(json.dumps([{"epoch": 1, "train_loss": 1.0, "dev_score": 50.0 + i}]))
             failed = (el["task"], el["variant"]) in failing
             rows.append({"config": {"run": el}, "error": "RuntimeError('boom')" if failed else "",
                          "metrics": {} if failed else {"best_dev_score": 50.0 + i, "test_score": 60.0 + i,
