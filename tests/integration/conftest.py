@@ -100,6 +100,17 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path, what: str, timeout_s: float) -> None:
+    """Until ``url``/health answers; fails with the tail of ``log`` if ``proc`` exits or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while not _healthy(url):
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited {proc.returncode}:\n{log.read_text()[-6000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not answer /health in {timeout_s:.0f} s:\n{log.read_text()[-6000:]}")
+        time.sleep(0.5)
+
+
 def _end_group(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM to the server's process group (mlflow and its uvicorn worker), SIGKILL if it lingers."""
     if proc.poll() is None:
@@ -130,13 +141,8 @@ def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) 
         proc = subprocess.Popen([str(MLFLOW_SH), postgres.mlflow_url, str(artifacts), str(port), "1", "127.0.0.1"],
                                 cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 240      # the first start creates the schema (alembic migrations)
-        while not _healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"the MLflow server exited {proc.returncode}:\n{log.read_text()[-6000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"the MLflow server did not answer /health in 240 s:\n{log.read_text()[-6000:]}")
-            time.sleep(0.5)
+        # the first start creates the schema (alembic migrations)
+        wait_healthy(url, proc, log, "the MLflow server", timeout_s=240)
         yield MlflowServer(url=url, artifacts=artifacts, log=log)
     finally:
         _end_group(proc)

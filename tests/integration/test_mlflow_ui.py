@@ -22,13 +22,12 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, _end_group, _healthy, _unavailable, free_port
+from tests.integration.conftest import REPO, _end_group, _unavailable, free_port, wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -121,13 +120,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
         proc = subprocess.Popen(["bash", "-c", server_cmd], cwd=folder, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 180
-        while not _healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"`make ui` exited {proc.returncode}:\n{log.read_text()[-6000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"`make ui` did not answer /health in 180 s:\n{log.read_text()[-6000:]}")
-            time.sleep(0.5)
+        wait_healthy(url, proc, log, "`make ui`", timeout_s=180)
         yield store, url, printed
     finally:
         _end_group(proc)
