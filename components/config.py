@@ -324,11 +324,28 @@ class ResourcesConfig:
             check_range(self, nonnegative=("gpu",))
 
 
-def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:
-    """Apply ``scales[<base.scale>]`` (a mapping of dotted keys to values) on top of the defaults.
+def scale_overrides(block: dict[str, Any] | None, where: str = "scales") -> list[tuple[str, Any]]:
+    """A scale's overrides as (dotted params key, value) pairs, in order. A key without a dot whose
+    value is a mapping is a *section block*: its keys are dotted keys relative to that section
+    (``train: {optim.epochs: 30}`` = ``train.optim.epochs: 30``), so that a stage's DVC params can list
+    just ``scales.<scale>.<section>`` of the sections it reads; a dotted key is a key of its own."""
+    out: list[tuple[str, Any]] = []
+    for key, value in (block or {}).items():
+        if "." not in key:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}.{key}: a section block must map dotted keys to values, got {value!r}")
+            out += [(f"{key}.{k}", v) for k, v in value.items()]
+        else:
+            out.append((key, value))
+    return out
 
-    ``base.scale: default`` leaves ``params`` as written; ``dvc exp run -S base.scale=paper``
-    switches every stage to the papers' settings recorded under ``scales.paper``.
+
+def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:
+    """Apply ``scales[<base.scale>]`` (section blocks or dotted keys, :func:`scale_overrides`) on top
+    of the defaults.
+
+    ``base.scale: default`` leaves ``params`` as written; ``dvc exp run -S base.scale=study`` (or
+    ``paper``) switches every stage to the settings recorded under ``scales.study`` (``scales.paper``).
     """
     scale = (params.get("base") or {}).get("scale", "default")
     if scale == "default":
@@ -337,7 +354,7 @@ def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:
     if scale not in scales:
         raise ConfigError(f"base.scale: {scale!r} is not a key of the 'scales' section (known: {sorted(scales)})")
     out = params
-    for key, value in (scales[scale] or {}).items():
+    for key, value in scale_overrides(scales[scale], f"scales.{scale}"):
         if "." in key:
             get_dotted(out, key.rsplit(".", 1)[0])     # the override's parent must exist: a typo is an error
         out = set_dotted(out, key, value)

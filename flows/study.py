@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from components.config import BaseConfig, ConfigError, flatten, load_params, load_section, resolve_scale, set_dotted
 from components.tracking import Tracker, make_tracker
+from components.training.guard import DidNotLearn
 from flows.stages.common import numeric
 from flows.sweeps import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, shown_url, check_metric, check_sweep_space,
                           open_study_storage, optuna_distributions, study_storage_url)
@@ -153,6 +154,10 @@ def run_study(stage: str, params: dict[str, Any], root: str | Path = ".", *, tri
                     final = {"best_dev_score": state.best_score, "best_epoch": float(state.best_epoch),
                              "epochs_run": float(state.epoch), **{f"test_{k}": v for k, v in test.items()}}
                     tracker.log_metrics(numeric(final))
+            except DidNotLearn as e:          # a failed trial, recorded as one; the study goes on
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                out(f"{name} trial {trial.number}: {_short(values)} -> failed: {e}")
+                continue
             except BaseException:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 out(f"{name} trial {trial.number}: {_short(values)} -> failed")

@@ -5,7 +5,9 @@ task, its training loss, and how to evaluate it — and everything else is here,
 (task, variant) gets a Ray Tune / Optuna sweep over the dotted keys of ``<section>.sweep.space``;
 each trial trains with early stopping on dev (a tqdm_ray progress bar per epoch), reports every
 epoch with a checkpoint (a failed trial resumes from it), saves its learning curve, and finally
-evaluates its best-on-dev weights on test. The best trial by dev score is copied to
+evaluates its best-on-dev weights on test. A trial whose model did not learn (best dev score 0, or
+not above the untrained network's; ``components.training.guard``) fails loudly instead of reaching a
+table: the sweep keeps its best trial among those that learned. The best trial by dev score is copied to
 ``<models_dir>/<task>[/<variant>]`` (DVC-tracked), its learning curve to ``<plots_dir>``, and its
 test metrics become the stage's metrics.
 
@@ -32,6 +34,7 @@ from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
 from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
+from components.training.guard import check_learned
 from components.training.loop import FitState, TrainConfig, fit
 from flows.stages.common import StageContext, numeric
 from flows.sweeps import (SweepConfig, SweepResult, check_metric, check_sweep_space, copy_checkpoint, epoch_bar,
@@ -52,9 +55,12 @@ class TaskSweepConfig:
     sweep: SweepConfig = field(default_factory=SweepConfig)
     models_dir: str = "models/tagger"
     plots_dir: str = "plots/train"
+    # a trial fails unless its best dev score beats 0 and the untrained network's by more than this
+    min_dev_gain: float = 0.0
 
     def __post_init__(self):
-        check_range(self, nonempty=("tasks",), nonnegative=("max_train_sentences",), positive=("eval_batch_size",))
+        check_range(self, nonempty=("tasks",), nonnegative=("max_train_sentences", "min_dev_gain"),
+                    positive=("eval_batch_size",))
 
 
 @dataclass(frozen=True)
@@ -78,9 +84,12 @@ def _spec(ref: str) -> ModelSpec:
 
 
 def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, Any], root: Path, *,
-              resume: FitState | None = None, on_epoch=None, on_batch=None, on_task=None):
+              resume: FitState | None = None, initial_score: float | None = None, on_epoch=None, on_batch=None,
+              on_task=None, on_initial=None):
     """Train one configuration -> (model with best-on-dev weights, fit state, test metrics, task).
-    ``on_task(task)`` sees the loaded task before training starts."""
+    ``on_task(task)`` sees the loaded task before training starts; ``on_initial(score)`` the untrained
+    network's dev score (measured unless ``initial_score`` gives it, as a resumed trial does). Raises
+    :class:`~components.training.guard.DidNotLearn` when the model did not learn."""
     base = load_section(BaseConfig, "base", params)
     cfg = load_section(spec.config, spec.section, params)
     torch.manual_seed(base.seed)
@@ -90,6 +99,12 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     if on_task is not None:
         on_task(task)
     model = spec.build(cfg, variant, task, base.seed, root).to(device)
+    if initial_score is None:
+        model.eval()
+        with torch.no_grad():
+            initial_score = float(spec.evaluate(model, cfg, variant, task, task.dev, "dev", device)["score"])
+    if on_initial is not None:
+        on_initial(initial_score)
     loss_fn = spec.loss(cfg, variant, model)
     n_batches = -(-len(task.train) // cfg.optim.batch_size)
 
@@ -98,6 +113,8 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
                                                  device=device), n_batches,
                 lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
                 state=resume, on_batch=on_batch, on_epoch=on_epoch)
+    label = f"{spec.section} {task_name}/{variant}" if variant else f"{spec.section} {task_name}"
+    check_learned(initial_score, state.best_score, what=label, min_gain=cfg.min_dev_gain)
     model.eval()
     with torch.no_grad():
         test = spec.evaluate(model, cfg, variant, task, task.test, "test", device)
@@ -122,11 +139,12 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
     for key, value in config.items():
         params = set_dotted(params, key, value)
     cfg = load_section(spec.config, spec.section, params)
-    resume = None
+    resume, initial = None, None
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
             resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
+            initial = json.loads((Path(d) / "model.json").read_text()).get("initial_dev_score")
     meta = {"task": task, "variant": variant, "section": spec.section, "config": config}
     label = f"{task}/{variant}" if variant else task
     on_batch = epoch_bar(label)
@@ -137,8 +155,10 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
             tune.report({**record, "best_dev_score": state.best_score, "best_epoch": float(state.best_epoch)},
                         checkpoint=tune.Checkpoint.from_directory(d))
 
-    model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume, on_epoch=on_epoch,
-                                      on_batch=on_batch, on_task=lambda tk: meta.update(recipe=spec.recipe(cfg, variant, tk)))
+    model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume, initial_score=initial,
+                                      on_epoch=on_epoch, on_batch=on_batch,
+                                      on_task=lambda tk: meta.update(recipe=spec.recipe(cfg, variant, tk)),
+                                      on_initial=lambda score: meta.update(initial_dev_score=score))
     with tempfile.TemporaryDirectory() as d:       # the checkpoint, not the trial folder (reused actors)
         _save_checkpoint(Path(d), state, {**meta, "test": test})
         fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
@@ -146,7 +166,8 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
         close(fig)
         (Path(d) / "history.json").write_text(json.dumps(state.history, indent=2))
         tune.report({"best_dev_score": state.best_score, "best_epoch": float(state.best_epoch),
-                     "epochs_run": float(state.epoch), **{f"test_{k}": v for k, v in test.items()}},
+                     "epochs_run": float(state.epoch), "initial_dev_score": meta["initial_dev_score"],
+                     **{f"test_{k}": v for k, v in test.items()}},
                     checkpoint=tune.Checkpoint.from_directory(d))
 
 
@@ -184,7 +205,7 @@ def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, re
         raise RuntimeError(f"sweep {ctx.stage}-{key}: the best trial left no checkpoint")
     dest = ctx.path(cfg.models_dir) / task / variant if variant else ctx.path(cfg.models_dir) / task
     copy_checkpoint(res.best_checkpoint, dest)
-    best = {k: v for k, v in res.best_metrics.items() if k.startswith(("test_", "best_", "epochs_run"))}
+    best = {k: v for k, v in res.best_metrics.items() if k.startswith(("test_", "best_", "epochs_run", "initial_"))}
     best.update({f"config.{k}": v for k, v in res.best_config.items()})
     histories = {}
     for i, t in enumerate(res.trials):
@@ -243,7 +264,8 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
         trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, root=str(ctx.root))
         res = run_sweep(trainable, name=f"{stage}-{'+'.join(cfg.tasks)}", cfg=cfg.sweep, params=params,
                         seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=ctx.run_id,
-                        storage=ctx.ray_storage, tags={"stage": stage}, grid=grid, trial_tags=trial_tags)
+                        storage=ctx.ray_storage, tags={"stage": stage}, grid=grid, trial_tags=trial_tags,
+                        allow_errors=True)       # a trial that did not learn fails; _element_result judges
         by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
         for t in res.trials:
             run = t["config"]["run"]
@@ -281,7 +303,9 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
                                              variant=variant, root=str(ctx.root))
             results[key] = run_sweep(trainable, name=sweep_name(ctx.stage, task, variant), cfg=cfg.sweep, params=params,
                                      seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
-                                     storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage})
+                                     storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage},
+                                     allow_errors=True)     # failed trials (did not learn) are recorded
+            results[key] = _element_result(sweep_name(ctx.stage, task, variant), cfg.sweep, results[key].trials)
         for (task, variant), parent in reversed(list(zip(runs, opened))):
             key = _names(task, variant)[1]
             metrics[key] = _record(ctx, cfg, task, variant, results[key])

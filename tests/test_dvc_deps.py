@@ -64,6 +64,21 @@ def test_stage_params_exist_and_include_its_section(stage):
         assert "base.scale" in keys, f"dvc.yaml stage {stage!r}: lists scales but not base.scale"
 
 
+@pytest.mark.parametrize("stage", CODE_STAGES)
+def test_stage_params_list_exactly_the_scale_blocks_of_its_sections(stage):
+    """A scale's block for a section the stage reads is listed (an edit of it re-runs the stage), and
+    no other block (an edit of another study's scale leaves the stage alone)."""
+    keys = D.param_keys(STAGES[stage])
+    if "base.scale" not in keys:
+        pytest.skip(f"stage {stage!r} reads no scale-dependent setting")
+    sections = {k.split(".")[0] for k in keys} - {"base", "scales"}
+    want = {f"scales.{scale}.{sec}" for scale, block in (PARAMS.get("scales") or {}).items()
+            for sec in sections if sec in (block or {})}
+    listed = {k for k in keys if k.startswith("scales")}
+    assert listed == want, (f"dvc.yaml stage {stage!r}: scale params {sorted(listed)}, expected {sorted(want)} "
+                            f"(one scales.<scale>.<section> per block of a section it reads)")
+
+
 # --------------------------------------------------------------------------------------------
 # the closure computation itself, on a small fake project
 # --------------------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ class TunedConfig:
 
 def _default_tuned() -> dict[str, TunedConfig]:
     return {"tailored_infnet": TunedConfig("n_steps", (3, 5, 10), "lr", (0.1, 0.01, 0.001)),
-            "gd_warm_start": TunedConfig("iterations", (3, 5, 10), "lr", (1.0, 5.0, 10.0, 50.0))}
+            "gd_warm_start": TunedConfig("iterations", (3, 5, 10), "lr",
+                                           (1.0, 5.0, 10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0))}
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ class ApproxStudyConfig:
     max_dev_sentences: int = 100
     batch_size: int = 32
     gd: GDGridConfig = GDGridConfig()
+    # further initialisation scales z_0 ~ N(0, std^2) whose whole GD grid (test and dev) is run on the
+    # ``energy`` (Table 6) energy, beside ``gd.init_std``: the effect of the start on GD
+    gd_init_stds: tuple[float, ...] = ()
     shard_size: int = 50
     resources: ResourcesConfig = ResourcesConfig()
     speed_batch_sizes: tuple[int, ...] = (10, 32, 100)
@@ -99,7 +103,7 @@ class ApproxStudyConfig:
 
     def __post_init__(self):
         check_range(self, positive=("batch_size", "shard_size", "speed_batch_sizes", "lm_epochs"),
-                    nonnegative=("max_test_sentences", "max_dev_sentences"))      # 0 = the whole split
+                    nonnegative=("max_test_sentences", "max_dev_sentences", "gd_init_stds"))   # 0 = the whole split
 
 
 def subset(ds: TaggingDataset, n: int, seed: int) -> TaggingDataset:

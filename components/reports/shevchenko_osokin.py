@@ -30,7 +30,7 @@ runs exist, else ``none``); ``sigmoid`` runs are the Table 1 ablation.
 
 Public API: :data:`PAPER`, :data:`PAPER_TASK`, :func:`aggregate`, :func:`table1`, :func:`table2`,
 :func:`paper_cell`, :func:`task_label`, :func:`table_chunking_bilstm`, :func:`train_table`, :func:`alpha_table`,
-:func:`best_fixed_alpha`,
+:func:`best_fixed_alpha`, :func:`findings`,
 :func:`figure1a`, :func:`figure1b`, :func:`figure1c`, :func:`readme`, :func:`write_report`,
 :func:`summary`, :class:`MissingRecords`.
 """
@@ -53,6 +53,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
 from components.reports.curves import close  # noqa: E402
+from components.reports.findings import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Side, compare,  # noqa: E402
+                                         counts, holds, table)
+from components.reports.findings import row as finding_row  # noqa: E402
 from components.training import OBJECTIVES as TRAINING_OBJECTIVES  # noqa: E402
 from components.training.studies import PROCEDURES as STUDY_PROCEDURES  # noqa: E402
 
@@ -562,14 +565,21 @@ def _geo_mean(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
     return eps, np.array([math.exp(float(np.mean(by_ep[e]))) for e in eps])
 
 
-def _final_ratio(runs: Sequence[Mapping[str, Any]]) -> float | None:
+def _final_log_ratios(runs: Sequence[Mapping[str, Any]]) -> list[float]:
+    """log10 of each run's last finite positive ratio (runs without one are left out)."""
     finals = []
     for r in runs:
         _, ratio, _ = _ratio_series(r)
         ok = ratio[np.isfinite(ratio)]
         if ok.size:
-            finals.append(math.log(ok[-1]))
-    return math.exp(float(np.mean(finals))) if finals else None
+            finals.append(math.log10(ok[-1]))
+    return finals
+
+
+def _final_ratio(runs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The geometric mean over runs of the final ratio; None when no run has one."""
+    finals = _final_log_ratios(runs)
+    return 10.0 ** float(np.mean(finals)) if finals else None
 
 
 def _fig1b_series(recs: Sequence[Mapping[str, Any]], task: str, objective: str
@@ -676,6 +686,211 @@ _FIG_CAPTION = {
 
 
 # ---------------------------------------------------------------------------------------------
+# findings
+FIXES = ("online", "offline", "offline_reg")
+# Fig. 1a caption: "the best value of alpha, which is around 0.25" (OCR, cross-entropy)
+PAPER_BEST_ALPHA = 0.25
+C_JOINT = "(1) joint training underperforms stage training: joint < stage"
+C_FIX = "(2) {} scaling fixes joint training: {} > joint"
+C_FIXES = "(2) the scaling fixes beat joint training: online, offline, offline (reg) > joint"
+C_TEMP = "(2) TEMP (one α on both U and W) does not fix it: TEMP < stage"
+C_RATIO = "(3) ‖U‖/‖W‖ diverges where joint underperforms: joint's final ratio > stage's"
+C_INTERIOR = "(4) a sweet spot: the best fixed α lies strictly inside the α grid"
+C_ALPHA1 = "(4) scaling matters: the best fixed α ≠ 1 beats α = 1"
+
+
+def _side(name: str, runs: Sequence[Mapping[str, Any]]) -> Side | None:
+    """Our mean test score over ``runs`` with its sample std (ddof=1; None for one run); None without runs."""
+    if not runs:
+        return None
+    st = _stats(runs)
+    return Side(name, st["mean"], st["std"] if st["n"] > 1 else None, st["n"])
+
+
+def _log_side(name: str, logs: Sequence[float]) -> Side:
+    """Mean and sample std of log10 final ratios (std None for one run)."""
+    return Side(name, float(np.mean(logs)), float(np.std(logs, ddof=1)) if len(logs) > 1 else None, len(logs))
+
+
+def _cells(recs: Sequence[Mapping[str, Any]], task: str) -> list[str]:
+    """The objectives of ``task`` with a structured model trained (any procedure but ``unary``)."""
+    return [o for o in OBJECTIVES
+            if any(r["task"] == task and r["objective"] == o and r["procedure"] != "unary" for r in recs)]
+
+
+def _no_runs(task: str, objective: str, sides: Mapping[str, Side | None]) -> str:
+    """"no joint runs for ocr / Cross-entropy" for the procedures whose side is None ("" if none is)."""
+    gone = [COLUMN_LABEL[p] for p, s in sides.items() if s is None]
+    if not gone:
+        return ""
+    names = gone[0] if len(gone) == 1 else f"{', '.join(gone[:-1])} or {gone[-1]}"
+    return f"no {names} runs for {task} / {OBJECTIVE_LABEL[objective]} (base activation)"
+
+
+def _paper_where(task: str) -> str | None:
+    """The paper's row ``task`` is compared with, marked when ``task`` only stands in for it."""
+    row = PAPER_TASK.get(task)
+    if row is None:
+        return None
+    return row if task in DIRECT_TASKS else f"{row} (stand-in: a different task)"
+
+
+def _paper_vs(task: str, objective: str, a: str, b: Sequence[str] | str, source: str) -> str:
+    """The paper's numbers of column ``a`` against column(s) ``b``, the sign read off the numbers."""
+    where = _paper_where(task)
+    if where is None:
+        return "no paper row for this task"
+    ca = paper_cell(task, objective, a)
+    cbs = [(c, paper_cell(task, objective, c)) for c in ([b] if isinstance(b, str) else b)]
+    if ca is None or any(cb is None for _, cb in cbs):
+        return f"{where}: no paper number for {OBJECTIVE_LABEL[objective]}"
+    parts = [f"{COLUMN_LABEL[c]} {_paper(cb, False)} {'<' if cb.mean < ca.mean else '>' if cb.mean > ca.mean else '='} "
+             f"{COLUMN_LABEL[a]} {_paper(ca, False)}" for c, cb in cbs]
+    return f"{where}, {source}: " + "; ".join(parts)
+
+
+def _fig1_paper(task: str, objective: str, text: str, other: str) -> str:
+    """``text`` where (task, objective) is the paper's Figure 1 case (OCR, cross-entropy), else ``other``."""
+    return text if task in DIRECT_TASKS and PAPER_TASK.get(task) == "OCR" and objective == "marginal_ce" else other
+
+
+def _paper_fig1a(task: str, objective: str) -> tuple[str, str]:
+    """The paper's evidence for claim (4): the sweet spot, and α_best ≠ 1."""
+    other = "Fig. 1a is OCR / cross-entropy only"
+    stage, joint = TABLE1["marginal_ce"]["stage"].mean, TABLE1["marginal_ce"]["joint"].mean
+    return (_fig1_paper(task, objective, "Fig. 1a (OCR, CE): 'when α is too large or small the training fails'; "
+                                         f"α_best ≈ {PAPER_BEST_ALPHA:g}", other),
+            _fig1_paper(task, objective, f"Fig. 1a (OCR, CE): at α_best ≈ {PAPER_BEST_ALPHA:g} joint matches stage "
+                                         f"({stage}); at α = 1 it gets {joint} (Table 1)", other))
+
+
+def _joint_stage_row(recs: Sequence[Mapping[str, Any]], task: str, objective: str) -> dict[str, str]:
+    scope = f"{task}, {OBJECTIVE_LABEL[objective]}"
+    table1 = PAPER_TASK.get(task) == "OCR" and objective in PAPER["table1"]
+    paper = _paper_vs(task, objective, "stage", "joint", "Tables 1, 2" if table1 else "Table 2")
+    sides = {p: _side(COLUMN_LABEL[p], _base(recs, task, objective, p)) for p in ("joint", "stage")}
+    return compare(C_JOINT, scope, paper, sides["joint"], sides["stage"], "<", _no_runs(task, objective, sides))
+
+
+def _fix_rows(recs: Sequence[Mapping[str, Any]], task: str, objective: str) -> list[dict[str, str]]:
+    scope = f"{task}, {OBJECTIVE_LABEL[objective]}"
+    joint = _side("joint", _base(recs, task, objective, "joint"))
+    fixes = {p: _side(COLUMN_LABEL[p], _base(recs, task, objective, p)) for p in FIXES}
+    if all(s is None for s in fixes.values()):
+        return [finding_row(C_FIXES, scope, _paper_vs(task, objective, "joint", FIXES, "Table 2"),
+                    _no_runs(task, objective, fixes), NOT_TESTABLE)]
+    out = []
+    for p, side in fixes.items():
+        out.append(compare(C_FIX.format(COLUMN_LABEL[p], COLUMN_LABEL[p]), scope,
+                           _paper_vs(task, objective, "joint", p, "Table 2"), side, joint, ">",
+                           _no_runs(task, objective, {p: side, "joint": joint})))
+    return out
+
+
+def _temp_row(recs: Sequence[Mapping[str, Any]], task: str, objective: str) -> dict[str, str]:
+    scope = f"{task}, {OBJECTIVE_LABEL[objective]}"
+    sides = {p: _side(COLUMN_LABEL[p], _base(recs, task, objective, p)) for p in ("temperature", "stage")}
+    return compare(C_TEMP, scope, _paper_vs(task, objective, "stage", "temperature", "Table 4"),
+                   sides["temperature"], sides["stage"], "<", _no_runs(task, objective, sides))
+
+
+def _ratio_row(recs: Sequence[Mapping[str, Any]], task: str, objective: str) -> dict[str, str]:
+    scope = f"{task}, {OBJECTIVE_LABEL[objective]}"
+    p_joint, p_stage = TABLE1["marginal_ce"]["joint"].mean, TABLE1["marginal_ce"]["stage"].mean
+    paper = _fig1_paper(task, objective, f"Fig. 1b-c (OCR, CE): at α = 1, where joint underperforms ({p_joint} < "
+                                         f"{p_stage}), the ratio diverges; it stabilises with α_best, the sigmoid "
+                                         "last activation and in stage training",
+                        "Fig. 1b-c show OCR / cross-entropy only; the paper states the link in general (Sec. 2)")
+    runs = {p: _base(recs, task, objective, p) for p in ("joint", "stage")}
+    scores = {p: _side(COLUMN_LABEL[p], rr) for p, rr in runs.items()}
+    if any(s is None for s in scores.values()):
+        return finding_row(C_RATIO, scope, paper, _no_runs(task, objective, scores), NOT_TESTABLE)
+    logs = {p: _final_log_ratios([r for r in rr if r.get("history")]) for p, rr in runs.items()}
+    gone = [p for p, v in logs.items() if not v]
+    if gone:
+        return finding_row(C_RATIO, scope, paper, f"no ‖U‖/‖W‖ history in the {' or '.join(gone)} runs",
+                           NOT_TESTABLE)
+    geo = f"final ‖U‖/‖W‖ (geometric mean) joint {10 ** np.mean(logs['joint']):.3g}, " \
+          f"stage {10 ** np.mean(logs['stage']):.3g}"
+    joint, stage = scores["joint"], scores["stage"]
+    if not holds(joint.mean, stage.mean, "<"):
+        return finding_row(C_RATIO, scope, paper, f"premise does not hold: {joint} ≥ {stage}, so joint does not "
+                                                  f"underperform here; {geo}", NOT_TESTABLE)
+    cmp = compare(C_RATIO, scope, paper, _log_side("joint log₁₀ ratio", logs["joint"]),
+                  _log_side("stage log₁₀ ratio", logs["stage"]), ">")
+    return finding_row(C_RATIO, scope, paper, f"{geo}: {cmp['ours']}; premise: {joint} < {stage}", cmp["verdict"])
+
+
+def _alpha_rows(recs: Sequence[Mapping[str, Any]], task: str, objective: str) -> list[dict[str, str]]:
+    """Claim (4) for one (task, objective) with ``fixed_alpha`` runs."""
+    scope = f"{task}, {OBJECTIVE_LABEL[objective]}"
+    by_alpha: dict[float, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in _base(recs, task, objective, "fixed_alpha"):
+        by_alpha[_float(r["alpha"])].append(r)
+    grid = sorted(by_alpha)
+    side = {a: _side(f"α = {a:g}", by_alpha[a]) for a in grid}
+    best = best_fixed_alpha(recs, task, objective)
+    paper, paper1 = _paper_fig1a(task, objective)
+    if len(grid) < 3:
+        interior = finding_row(C_INTERIOR, scope, paper, f"α grid {{{', '.join(f'{a:g}' for a in grid)}}} has "
+                                                         "fewer than 3 values: no interior", NOT_TESTABLE)
+    else:
+        inside = grid[0] < best < grid[-1]
+        interior = finding_row(C_INTERIOR, scope, paper,
+                               f"best {side[best]} on the grid {grid[0]:g}…{grid[-1]:g} ({len(grid)} values; ends: "
+                               f"{side[grid[0]]}, {side[grid[-1]]}): {'inside' if inside else 'at an end'}",
+                               REPRODUCED if inside else NOT_REPRODUCED)
+    others = [a for a in grid if a != 1.0]
+    best_other = max(others, key=lambda a: side[a].mean) if others else None
+    one = side.get(1.0) or _side("joint (α = 1)", _base(recs, task, objective, "joint"))
+    missing = "no fixed-α runs with α ≠ 1" if best_other is None else "no α = 1 runs (fixed_alpha or joint)"
+    return [interior, compare(C_ALPHA1, scope, paper1, side[best_other] if best_other is not None else None, one,
+                              ">", missing)]
+
+
+def findings(records: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per directional claim of the paper per (task, objective), the verdict computed from our
+    runs (:mod:`components.reports.findings`).
+
+    Our side of a score claim is the mean test score over the cell's runs (folds x seeds, base last
+    activation: ReLU, else none, as in Table 2) with its sample std; where both sides have n > 1 and
+    |Δ| ≤ sqrt((s_a² + s_b²) / 2) the text says "within noise" (the verdict still follows the sign).
+    Claims, for each task and each objective with a structured model trained:
+
+    1. joint training underperforms stage training: mean(joint) < mean(stage) (Tables 1, 2).
+    2. each scaling fix beats joint training: mean(f) > mean(joint) for f in online, offline,
+       offline (reg) (Table 2: "always superior to the joint training"; one not-testable row when
+       none of the three ran); TEMP does not fix it: mean(TEMP) < mean(stage) (Table 4).
+       The paper's "identical to stage up to noise" is not directional and is left to Table 2.
+    3. where joint underperforms (claim 1 holds), the ratio ‖U‖/‖W‖ diverges: the mean over runs of
+       log10 of joint's final ratio exceeds stage's (Fig. 1b-c; the geometric means are shown).
+       Not testable when claim 1's premise fails on our runs or no run has a ratio history.
+    4. (per objective with ``fixed_alpha`` runs) a sweet spot: with α_best the fixed α of the highest
+       mean score (:func:`best_fixed_alpha`) on the grid a_1 < ... < a_k (k ≥ 3), a_1 < α_best < a_k;
+       and scaling matters: max over a ≠ 1 of mean(a) > mean(α = 1) (the ``fixed_alpha`` runs at
+       α = 1, else the joint runs) (Fig. 1a). A task without fixed-α runs gets one not-testable row each.
+
+    ``paper`` quotes the paper's numbers for the row the task maps to (:data:`PAPER_TASK`), marked
+    when the task only stands in for it; a missing side gives "not testable here" with the reason."""
+    recs = _validated(records)
+    rows: list[dict[str, str]] = []
+    for t in _tasks(recs):
+        fixed = False
+        for o in _cells(recs, t):
+            rows.append(_joint_stage_row(recs, t, o))
+            rows += _fix_rows(recs, t, o)
+            rows.append(_temp_row(recs, t, o))
+            rows.append(_ratio_row(recs, t, o))
+            if _base(recs, t, o, "fixed_alpha"):
+                fixed = True
+                rows += _alpha_rows(recs, t, o)
+        if not fixed:
+            rows += [finding_row(c, t, paper, f"no fixed-α runs for {t}", NOT_TESTABLE)
+                     for c, paper in zip((C_INTERIOR, C_ALPHA1), _paper_fig1a(t, "marginal_ce"))]
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 # report
 def readme(records: Iterable[Mapping[str, Any]], figures: Mapping[str, str | None] | None = None,
            task: str = "ocr", objective: str = "marginal_ce") -> str:
@@ -695,7 +910,12 @@ def readme(records: Iterable[Mapping[str, Any]], figures: Mapping[str, str | Non
           "the whole procedure on our machine at the configured scale and are comparable only within a "
           "column of ours. Table 2 uses the base (ReLU, else no) last activation; sigmoid runs are in Table 1.",
           ""]
-    md += ["## Table 1 — OCR case study: stage vs joint training", "", table1(recs, "ocr"),
+    md += ["## Findings (generated from the runs)", "",
+           "Each directional claim of the paper, tested by code on our runs (`components/reports/shevchenko_osokin"
+           ".findings`): means over runs with the sample std over folds × seeds, 'within noise' where |Δ| is within "
+           "the pooled std (the verdict still follows the sign); a stand-in task tests the pattern, not the numbers.",
+           "", table(findings(recs)),
+           "## Table 1 — OCR case study: stage vs joint training", "", table1(recs, "ocr"),
            "## Table 2 — main experiment (Adam), with TEMP from Table 4 where temperature runs exist", "",
            table2(recs),
            "## Sec. 6.1 — chunking with word-level BiLSTM unaries (joint works as is)", "",
@@ -739,9 +959,11 @@ def write_report(records: Iterable[Mapping[str, Any]], out_dir: str | Path, task
 
 def summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The metrics dict of the study: ``task/objective/procedure[/sigmoid][/alpha_<a>]`` -> mean, std,
-    n and minutes of the :func:`aggregate` row."""
-    out: dict[str, Any] = {}
-    for row in aggregate(records):
+    n and minutes of the :func:`aggregate` row; ``findings`` -> how many :func:`findings` rows have
+    each verdict."""
+    recs = _validated(records)
+    out: dict[str, Any] = {"findings": counts(findings(recs))}
+    for row in aggregate(recs):
         key = f"{row['task']}/{row['objective']}/{row['procedure']}"
         if row.get("last_activation") == "sigmoid":
             key += "/sigmoid"

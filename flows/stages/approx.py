@@ -4,9 +4,12 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
 (everything computed by ``components``; this module loads, schedules, logs and writes):
 
 - exact Viterbi (the yardstick: energies, search error, accuracy / span F1);
-- gradient descent with per-instance oracle tuning over the paper's grid (9 learning rates x N up
-  to 1000), sharded over Ray tasks (``flows/parallel.py``), each shard vectorised; per-N rows and
-  the full oracle (Table 6); the per-instance grid is one Parquet artifact in MLflow;
+- gradient descent over the paper's grid (9 learning rates x N up to 1000) on test and dev, sharded
+  over Ray tasks (``flows/parallel.py``), each shard vectorised, read three ways: the paper's
+  per-instance oracle (test labels; per-N rows and the full oracle of Table 6), the lowest energy
+  per sentence (no labels; per N and over the grid) and one (N, lr) tuned on dev
+  (``components/inference/gd_select.py``); the same on the Table 6 energy at each start scale of
+  ``approx.gd_init_stds``; the per-instance test grid is one Parquet artifact in MLflow;
 - the methods of ``approx.methods`` (``INFERENCE`` names with one config each) under both energies;
 - inference networks and local baselines (Tables 1 and 4), discretised outputs (Table 6);
 - the methods of ``approx.tuned`` (instance-tailored networks, GD warm-started by the network),
@@ -19,6 +22,7 @@ Everything lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``re
 """
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +37,7 @@ from components.config import load_section, resolve_device
 from components.data.tasks import load_tagging_task
 from components.inference import INFERENCE
 from components.inference.evaluate import evaluate_inference
+from components.inference.gd_select import dev_tuned_select, min_energy_select
 from components.inference.oracle import oracle_select
 from components.inference.study import ApproxStudyConfig, gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
 from components.metrics.correlation import spearman
@@ -44,16 +49,25 @@ from flows.stages.common import StageContext, main, numeric
 
 
 def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
-    """One Ray task: load the task and energy, run the GD grid on instances [start, stop)."""
+    """One Ray task: load the task and energy, run the GD grid (at ``init_std``) on instances
+    [start, stop) of the evaluation subset of ``split`` (test or dev)."""
     torch.set_num_threads(1)
     cfg: ApproxStudyConfig = args["cfg"]
     root = Path(args["root"])
     task = load_tagging_task(root / args["prepared_dir"] / args["task"])
-    ds = subset(task.test, cfg.max_test_sentences.get(args["task"], 0), args["seed"])
+    ds = _split(task, args["split"], cfg, args["task"], args["seed"])
     device = resolve_device(args["device"])
     energy = checkpoints.load(root / cfg.energy_dir / args["task"] / args["energy"], device, expect="energy")
+    gd = dataclasses.replace(cfg.gd.for_task(args["task"]), init_std=args["init_std"])
     return gd_grid(energy, ds, range(args["start"], args["stop"]), task.vocabs["label"].tokens, task.metric,
-                   cfg.gd.for_task(args["task"]), batch_size=cfg.batch_size, seed=args["seed"], device=device)
+                   gd, batch_size=cfg.batch_size, seed=args["seed"], device=device)
+
+
+def _split(task: Any, split: str, cfg: ApproxStudyConfig, task_name: str, seed: int):
+    """The evaluation subset of a split: every stage part reads test and dev through here."""
+    if split == "test":
+        return subset(task.test, cfg.max_test_sentences.get(task_name, 0), seed)
+    return subset(task.dev, cfg.max_dev_sentences, seed)
 
 
 def _validate(cfg: ApproxStudyConfig) -> None:
@@ -78,8 +92,7 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
 
     task = load_tagging_task(ctx.path(base.prepared_dir) / task_name)
     labels, metric, bs = task.vocabs["label"], task.metric, cfg.batch_size
-    test = subset(task.test, cfg.max_test_sentences.get(task_name, 0), seed)
-    dev = subset(task.dev, cfg.max_dev_sentences, seed)
+    test, dev = _split(task, "test", cfg, task_name, seed), _split(task, "dev", cfg, task_name, seed)
     out: dict[str, Any] = {"n_test": len(test), "metric": metric, "n_labels": len(labels)}
     energies = {name: checkpoints.load(ctx.path(cfg.energy_dir) / task_name / name, device, expect="energy")
                 for name in dict.fromkeys([cfg.table1_energy, cfg.energy])}
@@ -98,26 +111,50 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
         vit[name] = evaluate(name, INFERENCE.build("viterbi"), "viterbi")["energy"]
     done("viterbi")
 
-    # gradient descent with per-instance oracle tuning (both energies), sharded over Ray tasks
+    # gradient descent over the paper's whole grid, on test and on dev (both energies at gd.init_std;
+    # the Table 6 energy also at every scale of gd_init_stds), sharded over Ray tasks in one map so
+    # that neither core idles; then three selections per grid: the paper's per-instance oracle (test
+    # labels), the lowest energy per sentence (no labels), and one (N, lr) tuned on dev
     gd = cfg.gd.for_task(task_name)
     search_errors: dict[str, list[float]] = {}
-    spans = shards(len(test), cfg.shard_size)
-    args = [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
-             "device": base.device, "energy": name, "cfg": cfg, "start": a, "stop": b}
-            for name in energies for a, b in spans]
-    # both energies' shards in one map, so that neither core idles between the energies
-    results = sharded_map(_gd_shard, args, resources=cfg.resources, desc=f"{task_name} GD oracle shards")
-    for i, name in enumerate(energies):
-        grid = merge_shards(results[i * len(spans):(i + 1) * len(spans)])
-        sel = oracle_select(grid["counts"], grid["energy"], lrs=gd.lrs, checkpoints=gd.checkpoints,
-                            relaxed_energy=grid["relaxed_energy"], viterbi_energy=torch.as_tensor(vit[name]))
+    grids = [(name, gd.init_std) for name in energies]
+    grids += [(cfg.energy, std) for std in cfg.gd_init_stds if std != gd.init_std]
+    jobs, args = [], []
+    for name, std in grids:
+        for split, ds in (("test", test), ("dev", dev)):
+            spans = shards(len(ds), cfg.shard_size)
+            jobs.append((name, std, split, len(spans)))
+            args += [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
+                      "device": base.device, "energy": name, "split": split, "init_std": std, "cfg": cfg,
+                      "start": a, "stop": b} for a, b in spans]
+    results = sharded_map(_gd_shard, args, resources=cfg.resources, desc=f"{task_name} GD grid shards")
+    merged, i = {}, 0
+    for name, std, split, n in jobs:
+        merged[name, std, split] = merge_shards(results[i:i + n])
+        i += n
+    by_init: dict[str, dict[str, Any]] = {}
+    for name, std in grids:
+        grid, dev_grid = merged[name, std, "test"], merged[name, std, "dev"]
+        sel_args = dict(lrs=gd.lrs, checkpoints=gd.checkpoints, relaxed_energy=grid["relaxed_energy"],
+                        viterbi_energy=torch.as_tensor(vit[name]))
+        sel = oracle_select(grid["counts"], grid["energy"], **sel_args)
+        low_n, low = min_energy_select(grid["counts"], grid["energy"], **sel_args)
+        tuned = dev_tuned_select(dev_grid["counts"], dev_grid["energy"], grid["counts"], grid["energy"], **sel_args)
+        if name == cfg.energy:
+            by_init[str(std)] = {"oracle": sel.full.summary(), "min_energy": low.summary(), "dev_tuned": tuned.summary()}
+        if std != gd.init_std:
+            continue
         out[f"{name}.gd_oracle"] = {str(row["N"]): {k: v for k, v in row.items() if k != "N"} for row in sel.rows()}
+        out[f"{name}.gd_min_energy"] = {**{str(float(n)): p.summary() for n, p in zip(gd.checkpoints, low_n)},
+                                        "all": low.summary()}
+        out[f"{name}.gd_dev_tuned"] = tuned.summary()
         search_errors[f"{name}.gd"] = sel.full.search_error.numpy().tolist()
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / f"{task_name}_{name}_gd_grid.parquet"
             pq.write_table(grid_table(grid, gd), path, compression="zstd")
             ctx.tracker.log_artifact(path, "gd_grid")
-    done("gradient descent oracle")
+    out[f"{cfg.energy}.gd_init_std"] = by_init
+    done("gradient descent grids")
 
     # the methods of approx.methods, one config each, under both energies
     for mname, mcfg in cfg.methods.items():

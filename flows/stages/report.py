@@ -11,7 +11,7 @@ from components.config import load_section
 from components.io import atomic_path, write_text
 from components.reports.curves import close
 from components.inference.study import ApproxStudyConfig
-from components.reports.tu_gimpel import report
+from components.reports.tu_gimpel import findings_counts, report
 from flows.stages.common import StageContext, main
 
 
@@ -40,7 +40,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         fig.savefig(tmp, format="png")
     close(fig)
     ctx.tracker.log_artifact(out, "tu_gimpel")
-    return {"tasks": len(results)}
+    return {"tasks": len(results), "findings": findings_counts(results, acfg.arch, (acfg.table1_energy, acfg.energy))}
 
 
 if __name__ == "__main__":

@@ -42,6 +42,16 @@ def test_approx_study_end_to_end(tiny_root):
         r["score"] for k, r in m["blstm_crf_plus.gd_oracle"].items() if k != "oracle") - 1e-9
     for key in ("blstm_crf.cnn.infnet", "blstm_crf.seq2seq.local", "blstm_crf_plus.cnn.infnet"):
         assert m[key]["search_error"] >= -1e-5
+    # the label-free selections: the lowest energy over the whole grid is at most every per-N choice's
+    # (per sentence a minimum over a superset), nothing beats Viterbi, and the dev-tuned pair is on the grid
+    low = m["blstm_crf_plus.gd_min_energy"]
+    assert set(low) == {"2.0", "5.0", "all"}
+    assert low["all"]["energy"] <= min(low["2.0"]["energy"], low["5.0"]["energy"]) + 1e-9
+    assert all(r["search_error"] >= -1e-5 for r in low.values())
+    tuned = m["blstm_crf_plus.gd_dev_tuned"]
+    assert tuned["N"] in (2.0, 5.0) and tuned["lr"] in params["approx"]["gd"]["lrs"] and tuned["search_error"] >= -1e-5
+    assert set(m["blstm_crf_plus.gd_init_std"]) == {"0.01", "1.0"}
+    assert m["blstm_crf_plus.gd_init_std"]["0.01"]["min_energy"] == low["all"]
     assert set(m["speed"]) == {"viterbi", "gd", "cnn", "blstm", "seq2seq"}
     for energy in ("blstm_crf", "blstm_crf_plus"):                    # approx.methods, under both energies
         assert m[f"{energy}.gd_adam"]["search_error"] >= -1e-5

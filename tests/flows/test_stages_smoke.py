@@ -88,9 +88,10 @@ def test_train_energy_stage(tiny_root):
     run_stage("prepare", prepare.run, params, root)
     te = params["train_energy"]
     te.update(tasks=["ner"], max_train_sentences=0)
-    te["optim"].update(epochs=1, batch_size=8)
-    te["model"]["hidden"] = 4
-    te["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0})
+    te["optim"].update(epochs=6, batch_size=8)          # long enough to learn: the guard fails a model that did not
+    te["model"]["hidden"] = 8
+    te["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0},
+                       space={"train_energy.optim.lr": {"type": "choice", "values": [0.05]}})
     import ray
     try:
         m = run_stage("train_energy", train_energy.run, params, root)
@@ -105,3 +106,21 @@ def test_train_energy_stage(tiny_root):
     runs = _runs(root)
     names = {r.info.run_name for r in runs.values()}
     assert {"train_energy", "sweep/ner/blstm_crf", "sweep/ner/blstm_crf_plus"} <= names
+
+
+def test_guard_fails_trials_with_a_broken_learning_rate(tiny_root):
+    """A tiny sweep whose learning rate cannot move the weights: every trial fails as 'did not learn'
+    (its MLflow run FAILED), and the stage fails loudly instead of writing a model."""
+    import ray
+    root, params = tiny_root
+    run_stage("prepare", prepare.run, params, root)
+    params["train"]["tasks"] = ["pos"]
+    params["train"]["sweep"]["space"] = {"train.optim.lr": {"type": "loguniform", "low": 1e-14, "high": 1e-13}}
+    try:
+        with pytest.raises(RuntimeError, match="every trial failed.*did not learn"):
+            run_stage("train", train.run, params, root)
+    finally:
+        ray.shutdown()
+    assert not (root / "models/tagger/pos/model.pt").exists()
+    trials = [r for r in _runs(root).values() if r.info.run_name.startswith("task_trial")]
+    assert len(trials) == 2 and {r.info.status for r in trials} == {"FAILED"}, {r.info.run_name: r.info.status for r in _runs(root).values()}

@@ -1,37 +1,131 @@
+import copy
+
+import pytest
+
 from components.reports.curves import close
-from components.reports.tu_gimpel import TABLE6, report, table6_rows
+from components.reports.findings import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+from components.reports.tu_gimpel import (CLAIM_FAST, CLAIM_GD_N, CLAIM_GD_SLOW, CLAIM_GD_VIT, CLAIM_INFNET,
+                                          CLAIM_INFNET_PLUS, CLAIM_ORDER, CLAIM_RHO_AMORT, CLAIM_RHO_POS, FAIL,
+                                          GD_DEV, GD_MIN, GD_ORACLE, MARK_NOTE, TABLE6, WARN, findings,
+                                          findings_counts, infnet_flags, init_std_table, report, table4, table6,
+                                          table6_rows)
+
+ALL_CLAIMS = (CLAIM_INFNET, CLAIM_INFNET_PLUS, CLAIM_ORDER, CLAIM_GD_N, CLAIM_GD_SLOW, CLAIM_FAST, CLAIM_RHO_POS,
+              CLAIM_RHO_AMORT, CLAIM_GD_VIT)
+
+
+def _row(s, e):
+    return {"score": s, "energy_pred": e, "energy_gold": e + 3, "decode_seconds": 0.5, "energy_relaxed": e + 1}
+
+
+def _gd(s, e):
+    return {"score": s, "energy": e, "relaxed_energy": e + 0.5, "search_error": 0.1}
 
 
 def _metrics():
-    row = lambda s, e: {"score": s, "energy_pred": e, "energy_gold": e + 3, "decode_seconds": 0.5, "energy_relaxed": e + 1}
-    m = {"n_test": 10, "metric": "accuracy",
-         "blstm_crf_plus.viterbi": row(90.0, -100.0), "blstm_crf.viterbi": row(88.0, -90.0),
-         "blstm_crf_plus.gd_oracle": {"5.0": {"score": 80.0, "energy": -95.0}, "oracle": {"score": 85.0, "energy": -97.0}},
-         "blstm_crf_plus.cnn.infnet": row(91.0, -99.0), "blstm_crf_plus.cnn.local": row(89.5, -98.0),
-         "blstm_crf_plus.tailored_infnet": {"3": row(91.5, -99.5)}, "blstm_crf_plus.gd_warm_start": {"3": row(90.5, -99.9)},
-         "speed": {"gd": {"bs10": 5.0, "fastest": 9.0}, "viterbi": {"bs10": 50.0, "fastest": 90.0}},
-         "spearman": {"infnet.words": 0.3}}
+    """Older metrics (no honest GD keys); every claim testable on them holds."""
+    m = {"n_test": 10, "metric": "accuracy", "n_labels": 44,
+         "blstm_crf_plus.viterbi": _row(90.0, -100.0), "blstm_crf.viterbi": _row(88.0, -90.0),
+         "blstm_crf_plus.gd_oracle": {"5.0": _gd(80.0, -95.0), "oracle": _gd(85.0, -97.0)},
+         "blstm_crf.gd_oracle": {"5.0": _gd(84.0, -88.0), "oracle": _gd(86.0, -89.0)},
+         "blstm_crf_plus.cnn.infnet": _row(91.0, -99.0), "blstm_crf_plus.cnn.local": _row(89.5, -98.0),
+         "blstm_crf_plus.tailored_infnet": {"3": _row(91.5, -99.5), "10": _row(91.6, -99.6)},
+         "blstm_crf_plus.gd_warm_start": {"3": _row(90.5, -99.9), "10": _row(90.6, -99.95)},
+         "speed": {"gd": {"bs10": 5.0, "fastest": 9.0}, "viterbi": {"bs10": 50.0, "fastest": 90.0},
+                   "cnn": {"bs10": 500.0}, "blstm": {"bs10": 100.0}, "seq2seq": {"bs10": 60.0}},
+         "spearman": {"infnet.words": 0.3, "infnet.labels": 0.2, "gd.words": 0.1, "gd.labels": 0.05}}
     for a in ("cnn", "blstm", "seq2seq"):
-        for mode in ("local", "infnet"):
-            m[f"blstm_crf.{a}.{mode}"] = row(87.0, -89.0)
+        m[f"blstm_crf.{a}.local"] = _row(87.0, -89.0)
+        m[f"blstm_crf.{a}.infnet"] = _row(88.0, -89.5)
     return m
 
+
+def _honest(m=None):
+    """``_metrics()`` with the honest GD keys (label-free per N and overall, dev-tuned, other init stds)."""
+    m = _metrics() if m is None else m
+    for e in ("blstm_crf", "blstm_crf_plus"):
+        m[f"{e}.gd_min_energy"] = {"5": _gd(80.0, -95.0), "10": _gd(82.0, -96.0), "20": _gd(83.0, -96.5),
+                                   "all": _gd(84.0, -96.6)}
+        m[f"{e}.gd_dev_tuned"] = {**_gd(85.5, -96.4), "N": 20.0, "lr": 0.5, "dev_score": 84.0}
+    m["blstm_crf_plus.gd_init_std"] = {
+        "1.0": {"oracle": _gd(70.0, -90.0), "min_energy": _gd(69.0, -91.0),
+                "dev_tuned": {**_gd(68.0, -90.5), "N": 50.0, "lr": 1.0, "dev_score": 67.0}},
+        "0.01": {"oracle": _gd(85.0, -97.0), "min_energy": _gd(84.0, -96.6),
+                 "dev_tuned": {**_gd(85.5, -96.4), "N": 20.0, "lr": 0.5, "dev_score": 84.0}}}
+    return m
+
+
+def _verdict(rows, claim, task="pos"):
+    got = [r for r in rows if r["claim"] == claim and (task is None or r["task"].startswith(task))]
+    assert len(got) == 1, (claim, task, rows)
+    return got[0]
+
+
+def _findings(m, **kw):
+    return findings({"pos": m}, {"pos": "cnn"}, **kw)
+
+
+# ----------------------------------------------------------------------------------------------- tables
 
 def test_report_has_every_table_with_paper_numbers_beside_ours():
     md, fig = report({"pos": _metrics()}, {"pos": "cnn"})
     close(fig)
-    for title in ("Table 1", "Table 3", "Table 4", "Table 6", "Section 6.2", "Figure 2"):
+    for title in ("Findings (generated from the metrics)", "Table 1", "Table 3", "Table 4", "Table 6",
+                  "GD initialisation (init_std)", "Section 6.2", "Figure 2"):
         assert title in md
     assert "| pos (Twitter POS) | local | 87.0 | 89.6 |" in md          # ours, then the paper's CNN local
-    assert "| pos | cnn | 89.5 | 91.3 | 91.0 | 91.3 | 85.0 | 90.8 | 90.0 | 90.9 |" in md
-    assert "| gd 10 | – | 89.2, -161.69 |" in md                         # a paper row we did not run
+    assert f"| pos | {GD_ORACLE} | 86.0 | 89.1 | | | | |" in md          # oracle GD labelled as the paper's protocol
+    assert "| infnet+ | 91.0 | 91.3 |" in md and "| arch | cnn | cnn |" in md
+    assert f"| {GD_ORACLE} | 85.0 | 90.8 |" in md
+    assert "| gd 10, oracle lr (paper's protocol) | – | 89.2, -161.69 |" in md   # a paper row we did not run
     assert "| tailored 3 | 91.5, -99.50 | 91.0, -162.59 |" in md
 
 
+def test_report_renders_without_the_honest_gd_keys():
+    md, fig = report({"pos": _metrics()}, {"pos": "cnn"})
+    close(fig)
+    assert f"| pos | {GD_DEV} | – | – | | | | |" in md and f"| pos | {GD_MIN} | – | – | | | | |" in md
+    assert f"| {GD_DEV} | – | – |" in md and f"| {GD_MIN} | – | – |" in md       # Table 4
+    assert "min energy" not in table6({"pos": _metrics()}, {"pos": "cnn"}) and "Dev-tuned (N, lr)" not in md
+    assert "GD initialisation (init_std)" in md and "Not run" in md
+    # an empty gd_min_energy / init-std dict, as a half-written record might hold, renders too
+    m = _metrics()
+    m["blstm_crf_plus.gd_min_energy"], m["blstm_crf_plus.gd_init_std"] = {}, {"0.01": {}}
+    md, fig = report({"pos": m}, {"pos": "cnn"})
+    close(fig)
+    assert "| pos | 0.01 | – | – | – | – | – | – | – |" in md
+
+
+def test_report_renders_the_honest_gd_rows_beside_the_oracle():
+    md, fig = report({"pos": _honest()}, {"pos": "cnn"})
+    close(fig)
+    # Table 1 (BLSTM-CRF energy) and Table 4 (BLSTM-CRF+): dev-tuned with its (N, lr), lowest energy
+    assert f"| pos | {GD_DEV} | 85.5 (N=20, lr=0.5) | – | | | | |" in md
+    assert f"| pos | {GD_MIN} | 84.0 | – | | | | |" in md
+    assert f"| {GD_DEV} | 85.5 (N=20, lr=0.5) | – |" in md and f"| {GD_MIN} | 84.0 | – |" in md
+    # Table 6: label-free rows per N right after the oracle rows of the same N, then the whole-grid selections
+    t6 = table6({"pos": _honest()}, {"pos": "cnn"})
+    lines = [ln.split(" | ")[0].lstrip("| ") for ln in t6.splitlines() if ln.startswith("| ")]
+    i = lines.index("gd 5, oracle lr (paper's protocol)")
+    assert lines[i + 1] == "gd 5, lowest-energy lr (no labels)"
+    assert lines.index("gd 10, lowest-energy lr (no labels)") == lines.index("gd 10, oracle lr (paper's protocol)") + 1
+    assert lines.index(GD_ORACLE) < lines.index(GD_MIN) < lines.index(GD_DEV) < lines.index("infnet")
+    assert "| gd 20, lowest-energy lr (no labels) | 83.0, -96.50 | – |" in t6
+    assert f"| {GD_DEV} | 85.5, -96.40 | – |" in t6 and "Dev-tuned (N, lr): pos (N=20, lr=0.5)." in t6
+    # init-std table: sorted by std, the three selections with the dev-tuned (N, lr)
+    t = init_std_table({"pos": _honest()})
+    assert t.index("| pos | 0.01 |") < t.index("| pos | 1 |")
+    assert "| pos | 1 | 70.0 | -90.00 | 69.0 | -91.00 | 68.0 | -90.50 | N=50, lr=1 |" in t
+    assert "| pos | 0.01 | 85.0 | -97.00 | 84.0 | -96.60 | 85.5 | -96.40 | N=20, lr=0.5 |" in md
+
+
 def test_table6_rows_and_paper_table():
-    rows = table6_rows(_metrics(), "cnn")
+    rows = table6_rows(_honest(), "cnn")
     assert rows["viterbi"] == (90.0, -100.0) and rows["gd 5"] == (80.0, -95.0)
     assert rows["gd oracle N"] == (85.0, -97.0) and rows["infnet discretized"] == (91.0, -99.0)
+    assert rows["gd 10 min energy"] == (82.0, -96.0) and rows["gd min energy"] == (84.0, -96.6)
+    assert rows["gd dev-tuned"] == (85.5, -96.4)
+    assert "gd min energy" not in table6_rows(_metrics(), "cnn")
     assert TABLE6["warm start 10"]["CCG"] == (94.4, -482.78) and TABLE6["gd 100"]["NER"] is None
 
 
@@ -45,3 +139,182 @@ def test_further_methods_table_lists_every_configured_method():
     md, fig = report({"pos": m}, {"pos": "cnn"})
     close(fig)
     assert "gd_adam" not in md                                         # only when approx.methods has it
+
+
+# ----------------------------------------------------------------------------------------------- markers
+
+def test_infnet_flags_mark_networks_that_did_not_minimise_the_energy():
+    m = _metrics()
+    assert infnet_flags(m, "blstm_crf_plus", "cnn") == ()                       # -99 below local's -98
+    m["blstm_crf_plus.cnn.infnet"] = _row(58.0, -97.0)                          # above local's -98
+    assert infnet_flags(m, "blstm_crf_plus", "cnn") == (WARN,)
+    m["blstm_crf_plus.cnn.infnet"] = _row(0.0, -99.0)
+    assert infnet_flags(m, "blstm_crf_plus", "cnn") == (FAIL,)
+    m["blstm_crf_plus.cnn.infnet"] = _row(0.0, -97.0)
+    assert infnet_flags(m, "blstm_crf_plus", "cnn") == (FAIL, WARN)
+    m["blstm_crf_plus.cnn.infnet"] = _row(58.0, -98.0)                          # equal energy: not above
+    assert infnet_flags(m, "blstm_crf_plus", "cnn") == ()
+    del m["blstm_crf_plus.cnn.local"]                                           # no baseline: nothing to say
+    m["blstm_crf_plus.cnn.infnet"] = _row(58.0, -50.0)
+    assert infnet_flags(m, "blstm_crf_plus", "cnn") == ()
+    assert infnet_flags(m, "blstm_crf_plus", "seq2seq") == ()                   # not run
+
+
+def test_markers_and_footnote_in_the_tables():
+    md, fig = report({"pos": _metrics()}, {"pos": "cnn"})
+    close(fig)
+    assert WARN not in md and FAIL not in md and MARK_NOTE not in md            # nothing to mark
+    m = _metrics()
+    m["blstm_crf_plus.cnn.infnet"] = _row(58.0, -97.0)
+    m["blstm_crf.blstm.infnet"] = _row(0.0, -89.5)
+    md, fig = report({"pos": m}, {"pos": "cnn"})
+    close(fig)
+    assert "| infnet+ | 58.0 ⚠ | 91.3 |" in md                                 # Table 4
+    assert "| infnet discretized | 58.0, -97.00 ⚠ |" in md                      # Table 6
+    assert "| 0.0 ✗ did not learn | 89.5 |" in md                               # Table 1, BLSTM column
+    assert "88.0 | 89.9 |" in md                                                 # the CNN infnet stays unmarked
+    assert md.count(MARK_NOTE) >= 3                                              # findings, Table 1, 4 and 6
+    assert MARK_NOTE not in table4({"pos": _metrics()}, {"pos": "cnn"})
+
+
+# ----------------------------------------------------------------------------------------------- findings
+
+def test_every_claim_reproduced_on_paper_like_metrics():
+    rows = _findings(_honest())
+    assert all(set(r) == {"claim", "task", "paper", "ours", "verdict"} for r in rows)
+    assert {r["claim"] for r in rows} == set(ALL_CLAIMS) and len(rows) == len(ALL_CLAIMS)
+    assert {r["claim"]: r["verdict"] for r in rows} == {c: REPRODUCED for c in ALL_CLAIMS}
+    assert findings_counts({"pos": _honest()}, {"pos": "cnn"}) == {"reproduced": 9, "not_reproduced": 0, "not_testable_here": 0}
+    # the paper's evidence is quoted from the transcribed tables
+    assert "cnn 89.9 vs 89.6" in _verdict(rows, CLAIM_INFNET)["paper"]
+    assert "-163.20" in _verdict(rows, CLAIM_ORDER)["paper"] and "-160.87" in _verdict(rows, CLAIM_ORDER)["paper"]
+    assert _verdict(rows, CLAIM_GD_VIT)["paper"] == "GD (oracle) 90.8 vs Viterbi 90.9"
+    assert "0.282" in _verdict(rows, CLAIM_RHO_AMORT)["paper"]
+    # the texts show our numbers
+    assert _verdict(rows, CLAIM_ORDER)["ours"] == ("Viterbi -100.00 ≤ warm start (10) -99.95 < tailored (10) -99.60 "
+                                                   "< infnet+ (cnn) -99.00")
+    assert "(N=20, lr=0.5) 85.50 ≤ Viterbi 90.00" in _verdict(rows, CLAIM_GD_VIT)["ours"]
+
+
+def test_older_metrics_leave_only_the_honest_gd_claims_untestable():
+    rows = _findings(_metrics())
+    verdicts = {r["claim"]: r["verdict"] for r in rows}
+    assert verdicts.pop(CLAIM_GD_N) == NOT_TESTABLE and verdicts.pop(CLAIM_GD_VIT) == NOT_TESTABLE
+    assert set(verdicts.values()) == {REPRODUCED}
+    assert "predate" in _verdict(rows, CLAIM_GD_VIT)["ours"]
+
+
+def _mutated(fn):
+    m = _honest()
+    fn(m)
+    return _findings(m)
+
+
+@pytest.mark.parametrize("claim, mutate, needle", [
+    (CLAIM_INFNET, lambda m: m.update({"blstm_crf.blstm.infnet": _row(86.0, -89.5)}), "blstm infnet 86.00 < blstm local"),
+    (CLAIM_INFNET_PLUS, lambda m: m.update({"blstm_crf_plus.cnn.infnet": _row(89.0, -99.0)}), "cnn infnet 89.00 <"),
+    (CLAIM_ORDER, lambda m: m["blstm_crf_plus.tailored_infnet"].update({"10": _row(91.6, -99.99)}),
+     "warm start (10) -99.95 ≥ tailored (10) -99.99"),
+    (CLAIM_ORDER, lambda m: m.update({"blstm_crf_plus.viterbi": _row(90.0, -99.9)}), "Viterbi -99.90 > warm start"),
+    (CLAIM_GD_N, lambda m: m["blstm_crf_plus.gd_min_energy"].update({"10": _gd(82.0, -96.8)}), "+3.00e-01"),
+    (CLAIM_GD_N, lambda m: m["blstm_crf_plus.gd_min_energy"].update(
+        {k: _gd(80.0, -95.0) for k in ("5", "10", "20")}), "(Δ +0.000)"),
+    (CLAIM_GD_SLOW, lambda m: m["speed"]["gd"].update({"bs10": 55.0}), "GD not slower than viterbi"),
+    (CLAIM_FAST, lambda m: m["speed"]["seq2seq"].update({"bs10": 40.0}), "seq2seq 40 ≤ Viterbi 50"),
+    (CLAIM_RHO_POS, lambda m: m["spearman"].update({"gd.labels": -0.1}), "gd.labels -0.100"),
+    (CLAIM_RHO_AMORT, lambda m: m["spearman"].update({"gd.words": 0.4}), "words: infnet 0.300 ≤ GD 0.400"),
+    (CLAIM_GD_VIT, lambda m: m["blstm_crf_plus.gd_dev_tuned"].update({"score": 95.0}), "95.00 > Viterbi 90.00"),
+])
+def test_each_claim_fails_when_its_numbers_say_so(claim, mutate, needle):
+    rows = _mutated(mutate)
+    r = _verdict(rows, claim)
+    assert r["verdict"] == NOT_REPRODUCED and needle in r["ours"], r
+    # the change touches only its own claim
+    assert all(x["verdict"] == REPRODUCED for x in rows if x["claim"] != claim), rows
+
+
+@pytest.mark.parametrize("claim, mutate, needle", [
+    (CLAIM_INFNET, lambda m: [m.pop(f"blstm_crf.{a}.infnet") for a in ("cnn", "blstm", "seq2seq")], "not run"),
+    (CLAIM_INFNET_PLUS, lambda m: m.pop("blstm_crf_plus.cnn.local"), "cnn: infnet or local not run"),
+    (CLAIM_ORDER, lambda m: m.pop("blstm_crf_plus.tailored_infnet"), "not run: tailored"),
+    (CLAIM_GD_N, lambda m: m.pop("blstm_crf_plus.gd_min_energy"), "not run"),
+    (CLAIM_GD_N, lambda m: m.update({"blstm_crf_plus.gd_min_energy": {"5": _gd(1.0, -9.0), "all": _gd(1.0, -9.0)}}),
+     "two N"),
+    (CLAIM_GD_SLOW, lambda m: m["speed"].pop("gd"), "not measured"),
+    (CLAIM_FAST, lambda m: m.pop("n_labels"), "n_labels"),
+    (CLAIM_FAST, lambda m: m["speed"].pop("viterbi"), "not measured"),
+    (CLAIM_RHO_POS, lambda m: m.pop("spearman"), "not computed"),
+    (CLAIM_RHO_AMORT, lambda m: m.pop("spearman"), "not computed"),
+    (CLAIM_GD_VIT, lambda m: m.pop("blstm_crf_plus.gd_dev_tuned"), "not run"),
+])
+def test_each_claim_is_not_testable_when_its_metrics_are_missing(claim, mutate, needle):
+    r = _verdict(_mutated(mutate), claim, task=None)
+    assert r["verdict"] == NOT_TESTABLE and needle in r["ours"], r
+
+
+def test_gd_n_claim_tolerates_float_noise_only():
+    m = _honest()
+    m["blstm_crf_plus.gd_min_energy"]["20"] = _gd(83.0, -96.0 + 5e-7)          # rises by 5e-7 <= 1e-6
+    assert _verdict(_findings(m), CLAIM_GD_N)["verdict"] == REPRODUCED
+    m["blstm_crf_plus.gd_min_energy"]["20"] = _gd(83.0, -96.0 + 5e-6)
+    assert _verdict(_findings(m), CLAIM_GD_N)["verdict"] == NOT_REPRODUCED
+    # keys as floats ("10.0") sort numerically, not as strings ("10.0" < "5.0")
+    m = _honest()
+    m["blstm_crf_plus.gd_min_energy"] = {"5.0": _gd(80.0, -95.0), "10.0": _gd(82.0, -96.0), "100.0": _gd(83.0, -97.0)}
+    r = _verdict(_findings(m), CLAIM_GD_N)
+    assert r["verdict"] == REPRODUCED and "N=5 → 100" in r["ours"]
+
+
+def test_infnet_claims_carry_the_markers_and_partial_runs():
+    m = _honest()
+    m["blstm_crf_plus.cnn.infnet"] = _row(0.0, -97.0)
+    r = _verdict(_findings(m), CLAIM_INFNET_PLUS)
+    assert r["verdict"] == NOT_REPRODUCED and f"cnn infnet {FAIL} {WARN} 0.00" in r["ours"]
+    # one arch not run: judged on the others, the missing one said
+    m = _honest()
+    del m["blstm_crf.seq2seq.infnet"]
+    r = _verdict(_findings(m), CLAIM_INFNET)
+    assert r["verdict"] == REPRODUCED and "seq2seq: infnet or local not run" in r["ours"]
+
+
+def test_speed_claim_uses_the_task_with_most_labels():
+    small, big = _honest(), _honest()
+    small["speed"]["cnn"]["bs10"] = 1.0                      # infnet slower than Viterbi on the small label set
+    big["n_labels"] = 1025
+    rows = findings({"pos": small, "greek_morph": big}, {"pos": "cnn", "greek_morph": "cnn"})
+    r = _verdict(rows, CLAIM_FAST, task=None)
+    assert r["verdict"] == REPRODUCED and r["task"] == "greek_morph (CCG), L = 1025"
+    assert r["paper"].startswith("CCG (L = 400): cnn 6666")
+    small["n_labels"] = 2000
+    r = _verdict(findings({"pos": small, "greek_morph": big}, {"pos": "cnn", "greek_morph": "cnn"}), CLAIM_FAST, None)
+    assert r["verdict"] == NOT_REPRODUCED and r["task"].startswith("pos") and "cnn 1 ≤ Viterbi 50" in r["ours"]
+
+
+def test_findings_per_task_without_paper_counterpart_and_arch_inferred():
+    rows = findings({"pos": _honest(), "toy": _honest()})           # no arch map: the archs with metrics
+    assert len([r for r in rows if r["task"] == "toy"]) == len(ALL_CLAIMS) - 1      # the speed claim is one row
+    toy = [r for r in rows if r["task"] == "toy"]
+    assert {r["paper"] for r in toy if r["claim"] not in (CLAIM_RHO_POS, CLAIM_RHO_AMORT)} == {"no counterpart in the paper"}
+    assert all(r["verdict"] == REPRODUCED for r in rows)
+    assert "infnet+ (cnn)" in _verdict(rows, CLAIM_ORDER, "toy")["ours"]
+    m = _honest()
+    del m["blstm_crf_plus.cnn.infnet"]
+    rows = findings({"pos": m})
+    assert _verdict(rows, CLAIM_INFNET_PLUS)["verdict"] == NOT_TESTABLE
+    assert _verdict(rows, CLAIM_ORDER)["verdict"] == NOT_TESTABLE
+    with pytest.raises(TypeError):
+        findings([1, 2])
+
+
+def test_findings_section_in_readme_and_metrics_not_mutated():
+    m = _honest()
+    before = copy.deepcopy(m)
+    md, fig = report({"pos": m}, {"pos": "cnn"})
+    close(fig)
+    assert m == before
+    sec = md.split("## Findings (generated from the metrics)", 1)[1].split("## Table 1", 1)[0]
+    assert sec.count("**reproduced**") == len(ALL_CLAIMS)
+    md, fig = report({"pos": _metrics()}, {"pos": "cnn"})
+    close(fig)
+    sec = md.split("## Findings (generated from the metrics)", 1)[1].split("## Table 1", 1)[0]
+    assert sec.count("**not testable here**") == 2
