@@ -89,8 +89,8 @@ class ApproxStudyConfig:
     max_dev_sentences: int = 100
     batch_size: int = 32
     gd: GDGridConfig = GDGridConfig()
-    # further initialisation scales z_0 ~ N(0, std^2) whose whole GD grid (test and dev) is run on the
-    # ``energy`` (Table 6) energy, beside ``gd.init_std``: the effect of the start on GD
+    # further initialisation scales z_0 ~ N(0, std^2) whose whole GD grid is run on the test sentences
+    # under the ``energy`` (Table 6) energy, beside ``gd.init_std``: the effect of the start on GD
     gd_init_stds: tuple[float, ...] = ()
     shard_size: int = 50
     resources: ResourcesConfig = ResourcesConfig()

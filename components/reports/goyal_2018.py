@@ -55,6 +55,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from components.inference import INFERENCE, StepScorer  # noqa: E402
 from components.io import atomic_path, write_text  # noqa: E402
 from components.reports.curves import close  # noqa: E402
+from components.reports.findings import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, row as _row  # noqa: E402
+from components.reports.findings import table as _table  # noqa: E402
 
 # our task -> the papers' task
 PAPER_TASK = {"ner": "NER", "greek_morph": "CCG", "greek_morph_k400": "CCG"}
@@ -136,7 +138,6 @@ TABLE1_2 = {"CCG": _parse_beam(_TABLE1), "NER": _parse_beam(_TABLE2)}
 # paper task ("NER" or "MT") -> variant -> split -> score
 TABLE3_1 = _parse_ss(_TABLE3_1)
 
-REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE = "reproduced", "not reproduced", "not testable here"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,10 +357,6 @@ def _compare(a: _Side, b: _Side, strict: bool) -> tuple[bool, str]:
     return ok, f"{a} {sym} {b} (Δ {a.score - b.score:+.2f}){_noise(a, b)}"
 
 
-def _row(claim: str, task: str, paper: str, ours: str, verdict: str) -> dict[str, str]:
-    return {"claim": claim, "task": task, "paper": paper, "ours": ours, "verdict": verdict}
-
-
 def _pair_claim(claim: str, task: str, m: Mapping[str, Any], paper: str, a: tuple[str, str], b: tuple[str, str],
                 strict: bool = True, split: str = "test") -> dict[str, str]:
     """A claim "a (variant, decoding) beats b": reproduced when it holds on our test scores."""
@@ -499,13 +496,7 @@ def _ss_claim(task: str, m: Mapping[str, Any], paper_task: str | None) -> dict[s
 
 def findings_table(rows: Sequence[Mapping[str, str]]) -> str:
     """The findings as a Markdown table: claim, task, the paper's evidence, ours, verdict."""
-    if not rows:
-        return "_No findings (no tasks)._\n"
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = ["| claim | task | paper | ours | verdict |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append("| " + " | ".join(esc(r[k]) for k in ("claim", "task", "paper", "ours")) + f" | **{r['verdict']}** |")
-    return "\n".join(lines) + "\n"
+    return _table(rows) if rows else "_No findings (no tasks)._\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,11 +30,14 @@ class TrainConfig:
     min_delta: float = 0.0     # a dev score must beat the best by more than this to count as progress
     lr_patience: int = 0       # > 0: ReduceLROnPlateau (mode max, threshold min_delta absolute)
     lr_factor: float = 0.1
+    # early stopping may not stop before this many epochs: a tagger of rare spans (NER) scores 0 F1
+    # for its first epochs while it still only predicts O, and patience alone would stop it there
+    min_epochs: int = 0
 
     def __post_init__(self):
         # patience 0 would stop before the first epoch (an empty history)
         check_range(self, positive=("lr", "epochs", "patience", "batch_size"),
-                    nonnegative=("grad_clip", "weight_decay", "min_delta", "lr_patience"),
+                    nonnegative=("grad_clip", "weight_decay", "min_delta", "lr_patience", "min_epochs"),
                     within={"lr_factor": "(0, 1)"})
 
 
@@ -73,7 +76,8 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
     A ``loss_fn`` with an ``epoch`` attribute is told the (1-based) epoch before its batches.
     ``before_eval(epoch)`` runs after an epoch's updates and before the dev evaluation (online
     scaling re-selects its alpha there); what it returns joins the epoch's record. Stopping:
-    ``patience`` epochs in a row without a dev gain above ``min_delta``; with ``lr_patience`` the
+    ``patience`` epochs in a row without a dev gain above ``min_delta``, but never before
+    ``min_epochs``; with ``lr_patience`` the
     learning rate is cut by ``lr_factor`` after that many such epochs (S&O App. B).
     """
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
@@ -88,7 +92,7 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         opt.load_state_dict(state.optim_state)
     if sched is not None and state.sched_state is not None:
         sched.load_state_dict(state.sched_state)
-    while state.epoch < cfg.epochs and state.bad_epochs < cfg.patience:
+    while state.epoch < cfg.epochs and (state.bad_epochs < cfg.patience or state.epoch < cfg.min_epochs):
         epoch = state.epoch + 1
         if hasattr(loss_fn, "epoch"):
             loss_fn.epoch = epoch          # schedules inside the loss (e.g. lambda annealing) follow the epoch

@@ -11,10 +11,17 @@ Procedures (``train_procedure``):
   scaling method (``components.training.scaling.SCALINGS``): plain (``none``), fixed alpha,
   online, offline, offline with the regulariser, or temperature.
 
-Every phase is Adam with ``ReduceLROnPlateau`` (cut by 10 after ``lr_patience`` epochs whose dev
-score moves less than ``min_delta``) and stops after ``patience`` such epochs or ``epochs`` in all
-(App. B: 3 and 7 epochs for OCR, 1 and 3 for chunking); each phase ends on its best-on-dev
-weights (online scaling's alpha is part of the state). After every epoch the history records the
+Stopping (S&O App. B). Every phase is Adam with ``ReduceLROnPlateau`` (the learning rate cut by 10
+after ``lr_patience`` epochs in a row whose dev score does not beat the best by more than
+``min_delta`` = 1e-3) and stops after ``patience`` such epochs (App. B: 3 and 7 epochs for OCR, 1
+and 3 for chunking, 5 and 13 for segmentation); each phase ends on its best-on-dev weights (online
+scaling's alpha is part of the state). Budgets: a phase never runs more than its ``epochs``, and
+``ProcedureConfig.budget`` (> 0) caps the epochs of a whole procedure, so stage and joint training
+get the same maximum: joint runs at most ``budget`` epochs; the stage's three phases share
+``budget`` in order, each capped at what is left less one epoch per phase still to come (every
+phase runs at least one epoch; ``budget`` must be >= the number of phases). The last history
+record of every phase says why it ended (``stopped_by``): ``patience`` (the App. B rule fired),
+``budget`` (the shared cap) or ``epochs`` (the phase's own cap). After every epoch the history records the
 phase, dev score, learning rate, alpha and the unary/pairwise ratio ||U|| / ||W|| of the
 potentials the model uses, averaged over a fixed training subset (S&O Fig. 1b/1c).
 
@@ -25,6 +32,7 @@ paper's prediction rule).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Protocol
@@ -32,7 +40,7 @@ from typing import Any, Callable, Iterable, Literal, Protocol
 import torch
 import torch.nn.functional as F
 
-from components.config import ConfigError
+from components.config import ConfigError, check_range
 from components.training import OBJECTIVES, objectives_for
 from components.training.loop import FitState, TrainConfig, fit
 from components.training.scaling import ScaledModel
@@ -171,6 +179,28 @@ class ProcedureConfig:
     pairwise: TrainConfig = TrainConfig(lr=1e-2, epochs=10, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
     finetune: TrainConfig = TrainConfig(lr=1e-4, epochs=10, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
     joint: TrainConfig = TrainConfig(lr=1e-3, epochs=20, patience=7, batch_size=32, min_delta=1e-3, lr_patience=3)
+    budget: int = 0           # > 0: the most epochs of a whole procedure (stage's phases together = joint's)
+
+    def __post_init__(self):
+        check_range(self, nonnegative=("budget",))
+        if 0 < self.budget < 3:
+            raise ConfigError(f"procedure.budget: {self.budget} cannot give the stage procedure's three phases "
+                              "one epoch each (0 = no shared cap, else >= 3)")
+
+    def caps(self, procedure: str) -> list[tuple[str, TrainConfig]]:
+        """The phases of ``procedure`` with their configs (phase name, config); ``epochs`` of each is
+        its own cap, the shared ``budget`` is applied as the phases run (:func:`phase_cap`)."""
+        return {"unary": [("unary", self.unary)],
+                "stage": [("unary", self.unary), ("pairwise", self.pairwise), ("joint", self.finetune)],
+                "joint": [("joint", self.joint)]}[procedure]
+
+
+def phase_cap(tc: TrainConfig, budget: int, used: int, phases_after: int) -> int:
+    """The epoch cap of a phase: its own ``epochs``, and with a ``budget`` (> 0) what is left of it
+    after ``used`` epochs, less one epoch for each of the ``phases_after`` phases still to come."""
+    if budget <= 0:
+        return tc.epochs
+    return max(1, min(tc.epochs, budget - used - phases_after))
 
 
 @dataclass
@@ -179,6 +209,7 @@ class ProcedureResult:
     minutes: float = 0.0
     epochs: int = 0
     alpha: float = 1.0
+    stopped_by: list[tuple[str, str]] = field(default_factory=list)   # (phase, patience | budget | epochs)
 
 
 def _set_trainable(model: ScaledModel, part: str) -> None:
@@ -210,10 +241,11 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
         raise ValueError(f"procedure {procedure!r} trains with scaling method 'none', got {model.method_name!r}")
     result = ProcedureResult()
     t0 = time.perf_counter()
-    phases = {"unary": [("unary", cfg.unary)],
-              "stage": [("unary", cfg.unary), ("pairwise", cfg.pairwise), ("joint", cfg.finetune)],
-              "joint": [("joint", cfg.joint)]}[procedure]
-    for phase, tc in phases:
+    phases = cfg.caps(procedure)
+    for k, (phase, tc) in enumerate(phases):
+        cap = phase_cap(tc, cfg.budget, result.epochs, len(phases) - k - 1)
+        own_cap = cap == tc.epochs
+        tc = dataclasses.replace(tc, epochs=cap)
         _set_trainable(model, {"unary": "unary", "pairwise": "pairwise", "joint": "all"}[phase])
         unary_only = phase == "unary"
 
@@ -249,6 +281,9 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
                     n_batches, lambda m, u=unary_only: {"score": evaluate(m, task, dev_batches(), unary_only=u)},
                     tc, on_epoch=epoch_hook, on_batch=on_batch, before_eval=before_eval)
         result.epochs += state.epoch
+        why = ("patience" if state.bad_epochs >= tc.patience else "epochs" if own_cap else "budget")
+        result.stopped_by.append((phase, why))
+        result.history[-1]["stopped_by"] = why
     _set_trainable(model, "all")
     result.minutes = (time.perf_counter() - t0) / 60.0
     result.alpha = float(model.alpha)

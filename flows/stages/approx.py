@@ -8,8 +8,9 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
   over Ray tasks (``flows/parallel.py``), each shard vectorised, read three ways: the paper's
   per-instance oracle (test labels; per-N rows and the full oracle of Table 6), the lowest energy
   per sentence (no labels; per N and over the grid) and one (N, lr) tuned on dev
-  (``components/inference/gd_select.py``); the same on the Table 6 energy at each start scale of
-  ``approx.gd_init_stds``; the per-instance test grid is one Parquet artifact in MLflow;
+  (``components/inference/gd_select.py``); the oracle and lowest-energy readings also on the Table 6
+  energy from each start scale of ``approx.gd_init_stds``; the per-instance test grid is one Parquet
+  artifact in MLflow;
 - the methods of ``approx.methods`` (``INFERENCE`` names with one config each) under both energies;
 - inference networks and local baselines (Tables 1 and 4), discretised outputs (Table 6);
 - the methods of ``approx.tuned`` (instance-tailored networks, GD warm-started by the network),
@@ -120,8 +121,8 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     grids = [(name, gd.init_std) for name in energies]
     grids += [(cfg.energy, std) for std in cfg.gd_init_stds if std != gd.init_std]
     jobs, args = [], []
-    for name, std in grids:
-        for split, ds in (("test", test), ("dev", dev)):
+    for name, std in grids:        # dev grids for the dev-tuned (N, lr), at the main start only
+        for split, ds in (("test", test), ("dev", dev))[:2 if std == gd.init_std else 1]:
             spans = shards(len(ds), cfg.shard_size)
             jobs.append((name, std, split, len(spans)))
             args += [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
@@ -134,16 +135,19 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
         i += n
     by_init: dict[str, dict[str, Any]] = {}
     for name, std in grids:
-        grid, dev_grid = merged[name, std, "test"], merged[name, std, "dev"]
+        grid = merged[name, std, "test"]
         sel_args = dict(lrs=gd.lrs, checkpoints=gd.checkpoints, relaxed_energy=grid["relaxed_energy"],
                         viterbi_energy=torch.as_tensor(vit[name]))
         sel = oracle_select(grid["counts"], grid["energy"], **sel_args)
         low_n, low = min_energy_select(grid["counts"], grid["energy"], **sel_args)
-        tuned = dev_tuned_select(dev_grid["counts"], dev_grid["energy"], grid["counts"], grid["energy"], **sel_args)
         if name == cfg.energy:
-            by_init[str(std)] = {"oracle": sel.full.summary(), "min_energy": low.summary(), "dev_tuned": tuned.summary()}
+            by_init[str(std)] = {"oracle": sel.full.summary(), "min_energy": low.summary()}
         if std != gd.init_std:
             continue
+        dev_grid = merged[name, std, "dev"]
+        tuned = dev_tuned_select(dev_grid["counts"], dev_grid["energy"], grid["counts"], grid["energy"], **sel_args)
+        if name == cfg.energy:
+            by_init[str(std)]["dev_tuned"] = tuned.summary()
         out[f"{name}.gd_oracle"] = {str(row["N"]): {k: v for k, v in row.items() if k != "N"} for row in sel.rows()}
         out[f"{name}.gd_min_energy"] = {**{str(float(n)): p.summary() for n, p in zip(gd.checkpoints, low_n)},
                                         "all": low.summary()}

@@ -9,27 +9,64 @@ tasks (``ocr``, ``tagging``, ``snakes``), procedures and scaling methods are the
 (``STUDY_TASKS``, ``PROCEDURES``, ``SCALINGS``); a trial calls
 ``studies.train_and_evaluate`` and reports its record.
 
+Tuning on the validation fold (S&O Sec. 5.2, App. A.2 and B). Before the grid, one Ray trial per
+(task, method) of ``scaling.tune.space`` (offline alpha, the regulariser's alpha and lambda, the
+temperature) runs a seeded Optuna study of ``scaling.tune.trials`` trials inside it (the pattern of
+``flows.tuning``: ``check_space`` / ``suggest`` / ``run_grid``): each Optuna trial trains the method
+jointly on the first test fold's training folds and scores it on the validation data (OCR fold
+``select_fold``; the dev split of the other tasks) by its best dev score. The best values replace
+``scaling.<task>.methods.<method>`` for the grid; they are in every record of that method
+(``tuned``), in ``metrics/scaling.json`` (``tuned``) and logged to ``sweep/scaling`` (params
+``tuned.<task>.<method>.<key>``, metrics ``tuned_dev.<task>.<method>``).
+
 The stage writes ``reports/shevchenko_osokin/`` (README with the Table 1 / Table 2 analogs beside
 the paper's numbers, figures 1a-1c, ``records.json`` with every run) and ``metrics/scaling.json``.
 ``base.scale: paper`` switches to all nine folds, eight seeds, the full data and all objectives.
 """
 from __future__ import annotations
 
+import copy
 import json
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from components.config import BaseConfig, load_section, resolve_device
+from components.config import BaseConfig, ConfigError, load_section, resolve_device
 from components.io import write_json, write_text
 from components.reports import shevchenko_osokin as report
 from components.training.structured import PHASES
+from components.training import SCALINGS
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
 from flows.stages.common import StageContext, main, numeric
 from flows.sweeps import ResourcesConfig, SweepConfig, epoch_bar, report_final, run_sweep
+from flows.tuning import check_space, run_grid, suggest
+
+TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose settings S&O tune on validation
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """Validation-fold tuning of the scaling methods' settings (see the module doc). ``space``:
+    method (one of ``TUNABLE``) -> {``config.<key>``: an Optuna spec, as in ``flows.tuning``};
+    a method absent from ``space`` keeps ``scaling.<task>.methods``. ``tasks``: those tuned (empty:
+    every task of ``scaling.tasks``). ``trials``: Optuna trials per (task, method)."""
+    trials: int = 3
+    seed: int = 0
+    tasks: tuple[str, ...] = ()
+    space: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.trials < 1:
+            raise ConfigError(f"scaling.tune.trials: expected >= 1, got {self.trials}")
+        for method, space in self.space.items():
+            if method not in TUNABLE:
+                raise ConfigError(f"scaling.tune.space: {method!r} is not a tuned method; expected one of {TUNABLE}")
+            check_space(space, f"scaling.tune.space.{method}",
+                        lambda v, w, m=method: SCALINGS.config(m, {k.split(".", 1)[1]: x for k, x in v.items()}, where=w))
 
 
 @dataclass(frozen=True)
@@ -37,6 +74,81 @@ class ScalingStageConfig(ScalingStudyConfig):
     """The ``scaling`` params section: the study plus its sweep settings."""
     sweep: SweepConfig = SweepConfig(num_samples=1, max_concurrent=2, metric="best_dev_score",
                                      resources=ResourcesConfig(cpu=1, gpu="auto"))
+    tune: TuneConfig = TuneConfig()
+
+
+def tune_grid(cfg: ScalingStageConfig) -> list[dict[str, Any]]:
+    """One tuning run per (task, method of ``tune.space`` that the task runs): the method's joint
+    run on the task's first fold at seed ``tune.seed``, with the first objective that runs it."""
+    for kind in cfg.tune.tasks:
+        if kind not in cfg.tasks:
+            raise ConfigError(f"scaling.tune.tasks: {kind!r} is not in scaling.tasks {list(cfg.tasks)}")
+    rows = []
+    for run in design(cfg):
+        if (run["procedure"] in cfg.tune.space and (not cfg.tune.tasks or run["kind"] in cfg.tune.tasks)
+                and run["fold"] == cfg.task(run["kind"]).folds[0] and run["last_activation"] == cfg.task(run["kind"]).base_activation
+                and not any(r["kind"] == run["kind"] and r["procedure"] == run["procedure"] for r in rows)):
+            rows.append({**run, "seed": int(cfg.tune.seed), "tune": True})
+    return rows
+
+
+def with_methods(params: dict[str, Any], tuned: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    """``params`` with ``scaling.<task>.methods.<method>`` updated by the tuned values (``config.`` keys)."""
+    out = copy.deepcopy(params)
+    for (kind, method), values in tuned.items():
+        methods = out["scaling"][kind].setdefault("methods", {})
+        methods[method] = {**(methods.get(method) or {}), **{k.split(".", 1)[1]: v for k, v in values.items()}}
+    return out
+
+
+def tune_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
+    """Ray Tune function trainable: a seeded Optuna study over ``tune.space[method]``; each Optuna
+    trial trains the run with the suggested settings and is scored by its best validation score."""
+    import optuna
+    from ray import tune
+
+    run = config["run"]
+    kind, method = run["kind"], run["procedure"]
+    base = load_section(BaseConfig, "base", params)
+    cfg = load_section(ScalingStageConfig, "scaling", params)
+    torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
+    space = cfg.tune.space[method]
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=cfg.tune.seed))
+    best: dict[str, Any] = {"score": -math.inf}
+    for i in range(cfg.tune.trials):
+        ot = study.ask()
+        values = suggest(ot, space)
+        tcfg = load_section(ScalingStageConfig, "scaling", with_methods(params, {(kind, method): values}))
+        score = {"dev": -1.0}
+
+        def on_epoch(rec: dict[str, Any], i=i) -> None:
+            score["dev"] = max(score["dev"], float(rec["dev_score"]))
+            tune.report({"optuna_trial": float(i), "epoch": float(rec["epoch"]), "dev_score": float(rec["dev_score"]),
+                         "best_dev_score": max(best["score"], score["dev"])})
+
+        train_and_evaluate(run, tcfg, Path(root) / base.prepared_dir, resolve_device(base.device), on_epoch=on_epoch,
+                           on_batch=epoch_bar(f"tune {kind}/{method} ({i + 1}/{cfg.tune.trials})"))
+        study.tell(ot, score["dev"])
+        if score["dev"] > best["score"]:
+            best = {"score": score["dev"], "values": values}
+    trials = [{"values": t.params, "dev_score": t.value} for t in study.trials]
+    report_final({"best_dev_score": best["score"], "n_trials": float(len(trials)),
+                  **{f"tuned/{k.split('.', 1)[1]}": float(v) for k, v in best["values"].items()}},
+                 {"tuned.json": json.dumps({"run": run, "values": best["values"], "dev_score": best["score"],
+                                            "trials": trials}, indent=1)})
+
+
+def tune_methods(ctx: StageContext, params: dict[str, Any], cfg: ScalingStageConfig) -> dict[tuple[str, str], dict[str, Any]]:
+    """Run the tuning grid; -> {(task, method): {"values", "dev_score", "trials"}} (empty without a space)."""
+    grid = tune_grid(cfg)
+    if not grid:
+        return {}
+    out = {}
+    for t in run_grid(ctx, params, tune_trial, "tune", grid, max_concurrent=cfg.sweep.max_concurrent,
+                      resources=cfg.sweep.resources):
+        info = json.loads((Path(t["checkpoint"]) / "tuned.json").read_text())
+        out[(t["run"]["kind"], t["run"]["procedure"])] = info
+    return out
 
 
 def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
@@ -57,6 +169,7 @@ def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) 
     record = train_and_evaluate(
         run, cfg, Path(root) / base.prepared_dir, resolve_device(base.device), on_epoch=on_epoch,
         on_batch=epoch_bar(f"{run['task']}/{run['objective']}/{run['procedure']}/f{run['fold']}/s{run['seed']}"))
+    record["stopped_by"] = [h["stopped_by"] for h in record["history"] if "stopped_by" in h]   # per phase, in order
     report_final({"best_dev_score": best["dev"], "test_score": record["test_score"],
                   "train_score": record["train_score"], "train_minutes": record["train_minutes"],
                   "alpha": record["alpha"], "epochs_run": float(record["epochs"])},
@@ -67,12 +180,21 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     from ray import tune
     cfg = load_section(ScalingStageConfig, "scaling", params)
     grid = design(cfg)
+    tune_grid(cfg)                      # validated before any work
     missing = missing_inputs(cfg, ctx.path(ctx.base.prepared_dir))
     if missing:
         raise FileNotFoundError("; ".join(missing))
     t0 = time.perf_counter()
+    tuned = tune_methods(ctx, params, cfg)
+    tune_minutes = (time.perf_counter() - t0) / 60.0
+    params = with_methods(params, {k: v["values"] for k, v in tuned.items()})
+    cfg = load_section(ScalingStageConfig, "scaling", params)
     with ctx.tracker.start_run("sweep/scaling", parent_run_id=ctx.run_id, tags={"stage": ctx.stage, "study": "shevchenko_osokin"}) as parent:
         ctx.tracker.log_params({"n_runs": len(grid), "tasks": ",".join(cfg.tasks), "seeds": str(list(cfg.seeds))})
+        ctx.tracker.log_params({f"tuned.{kind}.{m}.{k.split('.', 1)[1]}": v
+                                for (kind, m), info in tuned.items() for k, v in info["values"].items()})
+        if tuned:
+            ctx.tracker.log_metrics({f"tuned_dev.{kind}.{m}": float(info["dev_score"]) for (kind, m), info in tuned.items()})
         trainable = tune.with_parameters(scaling_trial, params=params, root=str(ctx.root))
         res = run_sweep(trainable, name="scaling", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
@@ -83,7 +205,11 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             if tr["error"] or rec is None or not rec.exists():
                 failed.append({"run": tr["config"].get("run"), "error": tr["error"] or "no record.json"})
             else:
-                records.append(json.loads(rec.read_text()))
+                r = json.loads(rec.read_text())
+                kind = tr["config"]["run"]["kind"]
+                if (kind, r["procedure"]) in tuned:
+                    r["tuned"] = {k.split(".", 1)[1]: v for k, v in tuned[(kind, r["procedure"])]["values"].items()}
+                records.append(r)
         out_dir = ctx.path(cfg.report_dir)
         write_json(out_dir / "records.json", records)
         paths = report.write_report(records, out_dir, task="ocr" if "ocr" in cfg.tasks else records[0]["task"],
@@ -98,6 +224,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         summary = report.summary(records)
         ctx.tracker.log_metrics(numeric(summary))
     return {"runs": len(grid), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
+            "tune_minutes": tune_minutes,
+            "tuned": {f"{kind}/{m}": {"values": {k.split(".", 1)[1]: v for k, v in info["values"].items()},
+                                      "dev_score": info["dev_score"], "trials": len(info["trials"])}
+                      for (kind, m), info in tuned.items()},
             "results": summary, "design": {"tasks": list(cfg.tasks), "seeds": list(cfg.seeds),
                                            "ocr_test_folds": list(cfg.ocr.test_folds)}}
 

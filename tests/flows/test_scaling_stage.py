@@ -45,7 +45,11 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
     for kind in ("ocr", "tagging", "snakes"):
         sc[kind]["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
     sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[0.5], sigmoid=[],
-                     runs={"marginal_ce": ["stage", "online"]})
+                     runs={"marginal_ce": ["stage", "online", "offline"]})
+    sc["ocr"]["procedure"]["budget"] = 3
+    # validation-fold tuning of offline alpha: two Optuna trials inside one Ray trial
+    sc["tune"] = {"trials": 2, "seed": 0, "tasks": ["ocr"],
+                  "space": {"offline": {"config.alpha": {"type": "choice", "values": [0.5, 32.0]}}}}
     sc["ocr"]["methods"]["online"] = {"grid_lo": -2, "grid_hi": 2}
     sc["tagging"].update(task="pos", max_train_sentences=0, runs={"nll": ["joint"]})
     sc["snakes"]["model"].update(embedding_dim=2, unary={"depth": 1, "width": 4}, pairwise={"depth": 1, "width": 4})
@@ -55,15 +59,23 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
         m = run_stage("scaling", scaling.run, params, root)
     finally:
         ray.shutdown()
-    assert m["runs"] == 5 and m["n_failed"] == 0
+    assert m["runs"] == 6 and m["n_failed"] == 0
     records = json.loads((root / "reports/shevchenko_osokin/records.json").read_text())
     got = {(r["task"], r["objective"], r["procedure"]) for r in records}
-    assert got == {("ocr", "marginal_ce", "stage"), ("ocr", "marginal_ce", "online"),
+    assert got == {("ocr", "marginal_ce", "stage"), ("ocr", "marginal_ce", "online"), ("ocr", "marginal_ce", "offline"),
                    ("ocr", "marginal_ce", "fixed_alpha"), ("pos", "nll", "joint"), ("snakes", "gcrf_ce", "offline")}
+    # the tuned alpha is the one the test-fold run used, and it is on record
+    tuned = m["tuned"]["ocr/offline"]
+    assert set(m["tuned"]) == {"ocr/offline"} and tuned["trials"] == 2 and tuned["values"]["alpha"] in (0.5, 32.0)
+    off = next(r for r in records if r["task"] == "ocr" and r["procedure"] == "offline")
+    assert off["tuned"] == tuned["values"] and off["alpha"] == tuned["values"]["alpha"]
+    assert "tuned" not in next(r for r in records if r["task"] == "snakes")       # snakes was not tuned
     for r in records:
         assert 0 <= r["test_score"] <= 100 and r["train_minutes"] > 0 and r["history"]
         if r["procedure"] == "stage":
             assert [h["phase"] for h in r["history"]] == ["unary", "pairwise", "joint"]
+        if r["task"] == "ocr":                    # budget 3: stage's three phases one epoch each = joint's 3 at most
+            assert r["epochs"] <= 3 and len(r["stopped_by"]) == (3 if r["procedure"] == "stage" else 1)
         if r["procedure"] == "online":
             assert r["alpha"] in {0.25, 0.5, 1.0, 2.0, 4.0}
         if r["procedure"] == "fixed_alpha":
@@ -77,9 +89,12 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
     runs = t.search_runs()
     sweep = [r for r in runs if r.info.run_name == "sweep/scaling"]
     assert len(sweep) == 1
+    assert float(sweep[0].data.params["tuned.ocr.offline.alpha"]) == tuned["values"]["alpha"]
+    assert sweep[0].data.metrics["tuned_dev.ocr.offline"] == pytest.approx(tuned["dev_score"])
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep[0].info.run_id]
-    assert len(children) == 5
+    assert len(children) == 6
     assert {c.data.params["run/procedure"] for c in children} == {"stage", "online", "fixed_alpha", "joint", "offline"}
+    assert len([r for r in runs if r.info.run_name == "sweep/tune"]) == 1
     assert all({"test_score", "dev_score", "ratio"} <= set(c.data.metrics) for c in children)
 
 

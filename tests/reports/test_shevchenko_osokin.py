@@ -6,8 +6,8 @@ from components.reports.curves import close
 from components.reports.findings import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, counts
 from components.reports.shevchenko_osokin import (COLUMN_LABEL, OBJECTIVE_LABEL, OBJECTIVES, PAPER, PROCEDURES,
                                                   MissingRecords, aggregate, best_fixed_alpha, figure1a, figure1b,
-                                                  figure1c, findings, paper_cell, readme, summary, table1, table2,
-                                                  write_report)
+                                                  figure1c, findings, online_alpha, paper_cell, readme, summary,
+                                                  table1, table2, write_report)
 from components.training import OBJECTIVES as TRAINING_OBJECTIVES
 from components.training.studies import PROCEDURES as STUDY_PROCEDURES
 
@@ -31,6 +31,17 @@ def _rec(procedure, score, *, task="ocr", objective="marginal_ce", act="relu", a
 STAGE_PHASES = ["unary"] * 3 + ["pairwise"] * 3 + ["joint"] * 3
 
 
+def _online_hist(ratios, alphas, losses):
+    """An online run's history: per epoch the selected alpha and (down, selected, up) subset losses."""
+    h = _hist(ratios)
+    for rec, a, (down, at, up) in zip(h, alphas, losses):
+        rec.update(alpha=a, subset_loss=at, subset_loss_down=down, subset_loss_up=up)
+    return h
+
+
+ONLINE_LOSSES = [(1.7, 1.3, 1.5), (0.9, 0.8, 1.0), (0.6, 0.5, 0.7)]
+
+
 def _records():
     return [
         _rec("stage", 97.0, seed=0, minutes=40.0, train=99.0,
@@ -42,7 +53,7 @@ def _records():
         _rec("joint", 97.0, seed=2, minutes=math.nan, history=_hist([1, 3, 12])),
         _rec("joint", 97.1, act="sigmoid", history=_hist([1, 1.2, 1.3])),
         _rec("unary", 91.0, minutes=5.0),
-        _rec("online", 97.3, alpha=0.25, history=_hist([1, 0.5, 0.5])),
+        _rec("online", 97.3, alpha=0.25, history=_online_hist([1, 0.5, 0.5], [1.0, 0.5, 0.25], ONLINE_LOSSES)),
         _rec("online", 97.1, alpha=0.5, seed=1, history=_hist([1, 0.6, 0.55])),
         _rec("fixed_alpha", 97.1, alpha=0.25, history=_hist([0.25, 0.4, 0.5])),
         _rec("fixed_alpha", 97.3, alpha=0.25, seed=1, history=_hist([0.25, 0.45, 0.5])),
@@ -142,13 +153,13 @@ def test_missing_records_are_dashes_not_crashes(tmp_path):
     only_stage = [_rec("stage", 97.0, history=[])]
     md = table2(only_stage)
     assert md.count("| – |") >= 1
-    for fig in (figure1a, figure1b, figure1c):
+    for fig in (figure1a, figure1b, figure1c, online_alpha):
         with pytest.raises(MissingRecords):
             fig(only_stage)
     paths = write_report(only_stage, tmp_path / "rep")
     assert set(paths) == {"README.md"}
     readme = paths["README.md"].read_text()
-    assert readme.count("_Skipped:") == 3 and "figure1a: no 'fixed_alpha' runs" in readme
+    assert readme.count("_Skipped:") == 4 and "figure1a: no 'fixed_alpha' runs" in readme
     assert not list((tmp_path / "rep").glob("*.tmp")) and not list((tmp_path / "rep").glob(".*"))
 
 
@@ -170,8 +181,8 @@ def test_figures_render_and_report_is_written(tmp_path):
     assert fig.axes[0].get_yscale() == "log"
     close(fig)
     paths = write_report(recs, tmp_path)
-    assert set(paths) == {"README.md", "figure1a.png", "figure1b.png", "figure1c.png"}
-    for name in ("figure1a.png", "figure1b.png", "figure1c.png"):
+    assert set(paths) == {"README.md", "figure1a.png", "figure1b.png", "figure1c.png", "online_alpha.png"}
+    for name in ("figure1a.png", "figure1b.png", "figure1c.png", "online_alpha.png"):
         assert paths[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({name})" in paths["README.md"].read_text()
     readme = paths["README.md"].read_text()
@@ -334,3 +345,22 @@ def test_readme_has_the_findings_table():
     assert "| (1) joint training underperforms stage training: joint < stage | ocr, Cross-entropy |" in section
     assert section.count("| **reproduced** |") == counts(findings(_records()))[REPRODUCED]
     assert md.index("## Findings") < md.index("## Table 1")
+
+
+def test_online_alpha_figure_plots_the_subset_losses_and_the_selected_alpha(tmp_path):
+    recs = _records()
+    fig = online_alpha(recs)
+    ax, ax2 = fig.axes
+    curves = {ln.get_label(): list(ln.get_ydata()) for ln in ax.lines}
+    assert curves == {"L(D) at α / 2": [d for d, _, _ in ONLINE_LOSSES], "L(D) at selected α": [a for _, a, _ in ONLINE_LOSSES],
+                      "L(D) at 2 α": [u for _, _, u in ONLINE_LOSSES]}
+    assert list(ax.lines[0].get_xdata()) == [1.0, 2.0, 3.0]
+    assert list(ax2.lines[0].get_ydata()) == [1.0, 0.5, 0.25] and ax2.get_yscale() == "log"
+    assert "seed 0" in ax.get_title()                   # the first online run (fold, seed), not seed 1's
+    close(fig)
+    # online runs without subset losses (or none at all) give no figure, and the README says why
+    plain = [r for r in recs if r["procedure"] != "online"] + [_rec("online", 97.0, history=_hist([1, 1, 1]))]
+    with pytest.raises(MissingRecords, match="online_alpha"):
+        online_alpha(plain)
+    paths = write_report(plain, tmp_path)
+    assert "online_alpha.png" not in paths and "online_alpha: no 'online' runs" in paths["README.md"].read_text()

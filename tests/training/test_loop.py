@@ -62,3 +62,16 @@ def test_non_finite_loss_is_an_error():
         assert "epoch 1, batch 0" in str(e)
     else:
         raise AssertionError("expected FloatingPointError")
+
+
+def test_min_epochs_holds_off_early_stopping():
+    """A flat start (NER at 0 F1) would stop after ``patience`` epochs; ``min_epochs`` trains on
+    until the score moves, then patience applies again."""
+    def run(min_epochs):
+        model, batches, loss, _ = _setup()
+        scores = iter([0.0, 0.0, 0.0, 0.0, 0.6, 0.7, 0.65, 0.6, 0.5, 0.4])
+        return fit(model, loss, batches, 4, lambda m: {"score": next(scores)},
+                   TrainConfig(lr=0.05, epochs=10, patience=2, min_epochs=min_epochs))
+    assert run(0).epoch == 3 and run(0).best_score == 0.0
+    state = run(5)
+    assert state.epoch == 8 and state.best_epoch == 6 and state.best_score == 0.7

@@ -422,3 +422,81 @@ def test_rescale_per_example_with_length_one_batch():
     assert r.transition.shape == (2, 0, 3, 3)
     torch.testing.assert_close(linear_chain.log_partition(r.unary, r.transition, r.mask),
                                torch.logsumexp(p.unary[:, 0] * torch.tensor([[1.0], [2.0]], dtype=F64), -1))
+
+
+# --------------------------------------------------------------------------------------------
+# Why online scaling can keep alpha = 1 for a whole run (issue 13: the committed OCR online run
+# chose alpha = 1 after every epoch and equals the joint run bit for bit). Not a bug: when U is
+# positively homogeneous in the parameters of its last layer (LeNet's and the MLP's last layer is
+# linear, U = V h + b), rescaling U by alpha is a direction in parameter space:
+#     d/d alpha L(alpha U, W) |_{alpha=1} = <dL/dV, V> + <dL/db, b>.
+# Training already minimises L along that direction, so once the optimiser is near-stationary
+# along it the subset loss on the factor-2 grid is smallest at the alpha in use. Online scaling
+# only moves alpha where L is flat along alpha or the optimiser lags (the tagging and snakes runs).
+# --------------------------------------------------------------------------------------------
+
+def _trained_online(n_steps=300, seed=0, n_feats=2, L=3):
+    """A ScaledModel ('online', grid 2^-3..2^3) over a linear-unary chain CRF trained with Adam to
+    near-stationarity on D (40 sequences, noisy labels: not separable, so the loss has a finite
+    minimiser along U's scale), and D."""
+    g = torch.Generator().manual_seed(seed)
+    crf = UnaryPairwiseCRF(FeatUnary(n_feats, L, bias=True, seed=seed), L, init_std=0.3, seed=seed).double()
+    model = ScaledModel(crf, "online", {"grid_lo": -3, "grid_hi": 3})
+    centres = 0.7 * torch.randn(L, n_feats, generator=g, dtype=F64)
+    batches = []
+    for _ in range(2):
+        lengths = torch.randint(1, 7, (20,), generator=g).tolist()
+        N, mask = max(lengths), _mask(lengths, max(lengths))
+        tags = torch.randint(0, L, mask.shape, generator=g)
+        feats = centres[tags] + torch.randn(*mask.shape, n_feats, generator=g, dtype=F64)
+        batches.append(_Batch(feats, tags * mask, mask))
+    task = ChainTask("marginal_ce")
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for step in range(n_steps):
+        for grp in opt.param_groups:
+            grp["lr"] = 0.05 if step < n_steps // 2 else 0.005
+        opt.zero_grad()
+        loss = torch.cat([task.loss(model.potentials(b), b) for b in batches]).mean()
+        loss.backward()
+        opt.step()
+    return model, batches, task
+
+
+def test_online_alpha_derivative_is_the_radial_gradient_of_the_last_layer():
+    model, batches, task = _trained_online(n_steps=5)          # far from stationary: a non-zero derivative
+    lin = model.energy.unary_net.lin
+    alpha = torch.tensor(1.0, dtype=F64, requires_grad=True)
+    L_alpha = torch.cat([task.loss(model.raw_potentials(b).rescale(alpha, 1.0), b) for b in batches]).mean()
+    (d_alpha,) = torch.autograd.grad(L_alpha, alpha)
+    L = torch.cat([task.loss(model.potentials(b), b) for b in batches]).mean()
+    gV, gb = torch.autograd.grad(L, [lin.weight, lin.bias])
+    radial = (gV * lin.weight).sum() + (gb * lin.bias).sum()
+    assert abs(float(d_alpha)) > 1e-4
+    torch.testing.assert_close(d_alpha, radial.detach(), rtol=1e-9, atol=1e-12)
+    # scaling W instead (a wrong online transform) would not give this identity
+    L_w = torch.cat([task.loss(model.raw_potentials(b).rescale(1.0, alpha), b) for b in batches]).mean()
+    (d_w,) = torch.autograd.grad(L_w, alpha)
+    assert not torch.isclose(d_w, radial.detach(), rtol=1e-3)
+
+
+def test_online_keeps_alpha_one_at_a_trained_model_and_moves_when_u_is_mis_scaled():
+    model, batches, task = _trained_online()
+    lin = model.energy.unary_net.lin
+    L = torch.cat([task.loss(model.potentials(b), b) for b in batches]).mean()
+    gV, gb = torch.autograd.grad(L, [lin.weight, lin.bias])
+    assert abs(float((gV * lin.weight).sum() + (gb * lin.bias).sum())) < 1e-3   # stationary along U's scale
+    alpha, losses = model.select_online_alpha(batches, lambda b: b, task.loss)
+    grid = model.cfg.grid()
+    assert alpha == 1.0                                        # the optimiser already tuned U's scale
+    i = grid.index(1.0)
+    assert losses[i] < losses[i - 1] and losses[i] < losses[i + 1]   # a strict interior minimum
+    # the same model with its last layer scaled by 4 (U -> 4U): online selection undoes it exactly
+    with torch.no_grad():
+        model.energy.unary_net.lin.weight.mul_(4.0)
+        model.energy.unary_net.lin.bias.mul_(4.0)
+    model.alpha.fill_(1.0)
+    alpha4, losses4 = model.select_online_alpha(batches, lambda b: b, task.loss)
+    assert alpha4 == 0.25
+    for a, l4 in zip(grid, losses4):                           # L(a 4U) = L(4a U): the curve shifted by 2 steps
+        if 4 * a in grid:
+            assert math.isclose(l4, losses[grid.index(4 * a)], rel_tol=1e-9)

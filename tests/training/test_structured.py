@@ -433,3 +433,45 @@ def test_lenet_checks_its_input():
     crf = UnaryPairwiseCRF(net, 26)
     p = crf.potentials(b)
     assert p.unary.shape == (2, b.mask.shape[1], 26) and p.transition.shape == (26, 26)
+
+
+# --------------------------------------------------------------------------------------------
+# Equal budgets and the App. B stopping rule (issue 13)
+# --------------------------------------------------------------------------------------------
+
+def test_budget_caps_stage_phases_together_and_joint_alike():
+    long = TrainConfig(lr=0.05, epochs=10, patience=50, batch_size=16)
+    cfg = ProcedureConfig(unary=long, pairwise=long, finetune=long, joint=long, budget=5)
+    res_stage = _run("stage", cfg=cfg)[2]
+    phases = [r["phase"] for r in res_stage.history]
+    # the unary phase may use what is left after one epoch for each later phase: 5 - 2 = 3
+    assert phases == ["unary"] * 3 + ["pairwise"] + ["joint"]
+    assert res_stage.epochs == 5 and res_stage.stopped_by == [("unary", "budget"), ("pairwise", "budget"),
+                                                              ("joint", "budget")]
+    res_joint = _run("joint", cfg=cfg)[2]
+    assert res_joint.epochs == 5 == res_stage.epochs and res_joint.stopped_by == [("joint", "budget")]
+    assert res_joint.history[-1]["stopped_by"] == "budget" and "stopped_by" not in res_joint.history[0]
+    # without a budget each phase runs to its own cap
+    free = ProcedureConfig(unary=TC, pairwise=TC, finetune=TC, joint=TC, budget=0)
+    res = _run("stage", cfg=free)[2]
+    assert res.epochs == 6 and {w for _, w in res.stopped_by} == {"epochs"}
+
+
+def test_app_b_rule_stops_a_phase_before_its_cap():
+    # min_delta 1: no epoch can beat the first by more than 1 (scores are fractions), so the rule
+    # fires after `patience` epochs, well before the budget of 20
+    tc = TrainConfig(lr=0.05, epochs=20, patience=2, batch_size=16, min_delta=1.0, lr_patience=1)
+    cfg = ProcedureConfig(unary=tc, pairwise=tc, finetune=tc, joint=tc, budget=20)
+    res = _run("joint", cfg=cfg)[2]
+    assert res.epochs == 3 and res.stopped_by == [("joint", "patience")]
+    assert [h["lr"] for h in res.history] == pytest.approx([0.05, 0.05, 0.005])   # cut after 1 flat epoch
+    res = _run("stage", cfg=cfg)[2]
+    assert res.epochs == 9 and [w for _, w in res.stopped_by] == ["patience"] * 3
+
+
+def test_budget_must_leave_every_stage_phase_an_epoch():
+    from components.config import ConfigError
+    with pytest.raises(ConfigError, match="budget"):
+        ProcedureConfig(budget=2)
+    with pytest.raises(ValueError, match="budget"):
+        ProcedureConfig(budget=-1)

@@ -25,6 +25,7 @@ def _params_study(scale="default"):
     params["base"]["scale"] = scale
     section = dict(resolve_scale(params)["scaling"])
     section.pop("sweep")                 # the flow's part of the section
+    section.pop("tune", None)
     return _study(**section)
 
 
