@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from components.config import ConfigError, check_range
+from components.inference.oracle import instance_counts
 from components.training import OBJECTIVES, objectives_for
 from components.training.loop import FitState, TrainConfig, fit
 from components.training.scaling import ScaledModel
@@ -56,21 +57,25 @@ class StructuredTask(Protocol):
     def unary_predict(self, p: Any) -> torch.Tensor: ...
     def counts(self, pred: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
     # counts -> (correct [B], total [B]) per example, for the metric below
-    metric: str                                                        # "per_example" | "pooled"
+    metric: str                                                        # "per_example" | "pooled" | "span_f1"
 
 
 @dataclass(frozen=True)
 class ChainTask:
     """Chain CRFs. ``metric``: ``per_example`` = accuracy averaged over sequences (the OCR metric,
-    S&O Sec. 6.1); ``pooled`` = token accuracy over the corpus. Objectives marked ``per_position``
-    (the CE objectives) are averaged over positions (eq. 5); LL and SSVM are per sequence (eqs 4, 7).
-    ``objective_cfg``: the objective's config (None: its defaults)."""
+    S&O Sec. 6.1); ``pooled`` = token accuracy over the corpus; ``span_f1`` = conlleval span F1 over
+    the corpus (the paper's chunking metric; ``labels`` gives the BIO/BIOES label strings by id).
+    Objectives marked ``per_position`` (the CE objectives) are averaged over positions (eq. 5); LL
+    and SSVM are per sequence (eqs 4, 7). ``objective_cfg``: the objective's config (None: its defaults)."""
     objective: str = "marginal_ce"
-    metric: Literal["per_example", "pooled"] = "per_example"
+    metric: Literal["per_example", "pooled", "span_f1"] = "per_example"
     objective_cfg: Any = None
+    labels: tuple[str, ...] = ()
     _objective: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        if self.metric == "span_f1" and not self.labels:
+            raise ConfigError("ChainTask: metric 'span_f1' needs the label strings (labels)")
         chain = objectives_for("chain")
         if self.objective not in chain:
             raise ConfigError(f"ChainTask: objective {self.objective!r} is not a chain objective; expected one of {list(chain)}")
@@ -93,6 +98,9 @@ class ChainTask:
         return p.unary.argmax(-1) * p.mask
 
     def counts(self, pred, batch):
+        if self.metric == "span_f1":          # (2 c, p + g) per sentence: pooled, 2 sum c / sum (p + g) = F1
+            c, p, g = instance_counts(pred, batch.tags, batch.mask, self.labels, "span_f1").unbind(-1)
+            return 2 * c, p + g
         ok = ((pred == batch.tags) & batch.mask).sum(1)
         return ok, batch.mask.sum(1)
 

@@ -11,7 +11,7 @@ Meta ``structure`` ("chain" | "grid") names the objectives of ``OBJECTIVES`` a t
   metric: letter accuracy averaged per word.
 - ``tagging``: a prepared tagging task (default the Greek NT POS task) with context-free MLP
   unaries — the paper's chunking setup where scaling breaks; its own train/dev/test split; metric:
-  pooled token accuracy.
+  pooled token accuracy, or span F1 for a span task (NER; chunking).
 - ``snakes``: the Gaussian CRF (UNet unaries and pixel embeddings) on the snakes grids; a seeded
   ``dev_fraction`` of the training grids is the dev set; metric: per-grid accuracy on non-background.
 
@@ -45,6 +45,7 @@ from components.models.lenet import LeNetConfig, LeNetUnary
 from components.models.mlp import MLPUnary, MLPUnaryConfig
 from components.registry import Registry
 from components.training import OBJECTIVES, objectives_for
+from components.training.guard import check_learned
 from components.training.scaling import SCALINGS, ScaledModel
 from components.training.structured import (ChainTask, GridTask, ProcedureConfig, StructuredTask, evaluate,
                                             train_procedure)
@@ -127,6 +128,9 @@ class ScalingStudyConfig:
     snakes: GridStudyConfig = GridStudyConfig()
     report_dir: str = "reports/shevchenko_osokin"
     report_objective: str = "marginal_ce"           # the objective of figures 1a-1c
+    # a run whose final dev score is 0 or not above its untrained model's fails (components.training.guard);
+    # off only for plumbing tests on random data
+    guard: bool = True
 
     def __post_init__(self):
         check_range(self, nonnegative=("seeds",), positive=("eval_batch_size",))
@@ -220,7 +224,9 @@ class TaggingStudy(StudyTask):
                        len(tt.vocabs["char"]), tt.feat_sizes, n_labels,
                        pretrained_ids=tt.glove_ids, pretrained=tt.glove_vectors, seed=seed)
         energy = UnaryPairwiseCRF(net, n_labels, init_std=t.pairwise_init_std, seed=seed)
-        return tt.train, tt.dev, tt.test, energy, ChainTask(run["objective"], metric="pooled")
+        metric = "span_f1" if tt.metric == "span_f1" else "pooled"       # span tasks (NER, chunking): F1
+        return tt.train, tt.dev, tt.test, energy, ChainTask(run["objective"], metric=metric,
+                                                             labels=tuple(tt.vocabs["label"].tokens))
 
 
 class GridStudy(StudyTask):
@@ -331,12 +337,17 @@ def train_and_evaluate(run: dict[str, Any], cfg: ScalingStudyConfig, prepared: P
     method, scaling_cfg = scaling_for(run, task.cfg)
     model = ScaledModel(d.energy, method, scaling_cfg).to(device)
     bs = cfg.eval_batch_size
+    unary_only = run["procedure"] == "unary"
+    untrained = evaluate(model, d.task, _on(d.dev, device, bs)(), unary_only=unary_only) if cfg.guard else 0.0
     result = train_procedure(
         model, d.task, PROCEDURES[run["procedure"]][0], task.cfg.procedure,
         train_batches=lambda s, size: (b.to(device) for b in d.train.batches(size, shuffle=True, seed=s)),
         n_train=len(d.train), dev_batches=_on(d.dev, device, bs), subset_batches=_on(d.subset, device, bs),
         seed=run["seed"], on_epoch=on_epoch, on_batch=on_batch)
-    unary_only = run["procedure"] == "unary"
+    if cfg.guard:        # a model that did not learn fails its run (the stage lists it as failed, never a table cell)
+        trained = evaluate(model, d.task, _on(d.dev, device, bs)(), unary_only=unary_only)
+        check_learned(100.0 * untrained, 100.0 * trained, what=f"scaling {run['task']} {run['objective']} "
+                      f"{run['procedure']} (fold {run['fold']}, seed {run['seed']})")
     t0 = time.perf_counter()
     test = evaluate(model, d.task, _on(d.test, device, bs)(), unary_only=unary_only)
     train_score = evaluate(model, d.task, _on(d.subset, device, bs)(), unary_only=unary_only)

@@ -42,6 +42,7 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
     one = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
     sc = params["scaling"]
     sc["sweep"]["resources"] = {"cpu": 1, "gpu": 0}
+    sc["guard"] = False                      # one-epoch runs on random data: the plumbing, not learning
     for kind in ("ocr", "tagging", "snakes"):
         sc[kind]["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
     sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[0.5], sigmoid=[],

@@ -318,3 +318,13 @@ def test_findings_section_in_readme_and_metrics_not_mutated():
     close(fig)
     sec = md.split("## Findings (generated from the metrics)", 1)[1].split("## Table 1", 1)[0]
     assert sec.count("**not testable here**") == 2
+
+
+def test_yardstick_table_compares_viterbi_with_the_best_local_baseline():
+    from components.reports.tu_gimpel import yardstick_table
+    m = {"e.viterbi": {"score": 40.0}, "e.cnn.local": {"score": 30.0}, "e.blstm.local": {"score": 45.5},
+         "e.cnn.infnet": {"score": 99.0}, "f.viterbi": {"score": 90.0}, "f.cnn.local": {"score": 80.0}}
+    md = yardstick_table({"ner": m}, ("e", "f", "g"))
+    assert "| ner | e | 40.0 | 45.5 (blstm) | -5.5 | weaker than its local baseline by 5.5 |" in md
+    assert "| ner | f | 90.0 | 80.0 (cnn) | +10.0 | a yardstick |" in md
+    assert "| ner | g | – | – | – | not run |" in md

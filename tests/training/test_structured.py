@@ -475,3 +475,33 @@ def test_budget_must_leave_every_stage_phase_an_epoch():
         ProcedureConfig(budget=2)
     with pytest.raises(ValueError, match="budget"):
         ProcedureConfig(budget=-1)
+
+
+def test_chain_task_span_f1_equals_conlleval_span_f1():
+    """The scaling study's span metric (NER, chunking): evaluate() pools (2c, p + g) per sentence into
+    the corpus span F1 of components.metrics.tagging.span_f1, on random BIOES sequences."""
+    from types import SimpleNamespace
+
+    from components.metrics.tagging import span_f1
+    from components.training.structured import ChainTask, evaluate
+    labels = ("O", "B-PER", "I-PER", "E-PER", "S-PER", "S-LOC")
+    g = torch.Generator().manual_seed(3)
+    lengths = [5, 1, 7, 3]
+    mask = torch.tensor([[t < n for t in range(7)] for n in lengths])
+    gold = torch.randint(0, len(labels), (4, 7), generator=g) * mask
+    pred = torch.where(torch.rand(4, 7, generator=g) < 0.6, gold, torch.randint(0, len(labels), (4, 7), generator=g)) * mask
+    task = ChainTask("marginal_ce", metric="span_f1", labels=labels)
+
+    class Fixed(nn.Module):                     # potentials -> the fixed prediction
+        def potentials(self, b):
+            return b
+
+    task_predict = SimpleNamespace(metric=task.metric, predict=lambda p: pred, unary_predict=lambda p: pred,
+                                   counts=task.counts)
+    batch = SimpleNamespace(tags=gold, mask=mask)
+    got = evaluate(Fixed(), task_predict, [batch])
+    want = span_f1([[labels[i] for i in gold[b, :n].tolist()] for b, n in enumerate(lengths)],
+                   [[labels[i] for i in pred[b, :n].tolist()] for b, n in enumerate(lengths)])["f1"]
+    assert got * 100 == pytest.approx(want)
+    with pytest.raises(Exception, match="labels"):
+        ChainTask("marginal_ce", metric="span_f1")

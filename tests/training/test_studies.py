@@ -10,6 +10,7 @@ import yaml
 from components.config import ConfigError, from_dict, resolve_scale
 from components.data import store
 from components.training import SCALINGS
+from components.training.guard import DidNotLearn
 from components.training.scaling import OfflineConfig, OfflineRegConfig, OnlineConfig
 from components.training.structured import TrainConfig
 from components.training.studies import (PROCEDURES, STUDY_TASKS, ScalingStudyConfig, design, missing_inputs,
@@ -114,6 +115,10 @@ def test_train_and_evaluate_one_run_returns_its_record(tmp_path):
     _tiny_ocr(tmp_path / "ocr_letters/letters.parquet")
     assert missing_inputs(cfg, tmp_path) == []
     (run,) = design(cfg)
+    # one epoch on random letters does not beat the untrained network on dev: the guard fails the run
+    with pytest.raises(DidNotLearn, match="scaling ocr marginal_ce online"):
+        train_and_evaluate(run, cfg, tmp_path, "cpu")
+    cfg = dataclasses.replace(cfg, guard=False)            # the record's plumbing, on random data
     seen = []
     rec = train_and_evaluate(run, cfg, tmp_path, "cpu", on_epoch=seen.append)
     assert {k: rec[k] for k in ("task", "objective", "procedure", "fold", "seed")} == {
