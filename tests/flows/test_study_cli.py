@@ -26,7 +26,9 @@ def prepared(tiny_root, monkeypatch):
     params["prepare"]["tasks"] = {"pos": params["prepare"]["tasks"]["pos"]}
     run_stage("prepare", prepare.run, params, root, tracker=NullTracker())
     params["train"]["tasks"] = ["pos"]
-    params["train"]["optim"].update(epochs=1)
+    # a few epochs at a learning rate a tiny tagger learns with: a trial that does not learn fails (the guard)
+    params["train"]["optim"].update(epochs=3)
+    params["train"]["sweep"]["space"]["train.optim.lr"] = {"type": "loguniform", "low": 0.02, "high": 0.05}
     return root, params
 
 
