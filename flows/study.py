@@ -166,6 +166,8 @@ def run_study(stage: str, params: dict[str, Any], root: str | Path = ".", *, tri
             best = study.best_trial
             out(f"{name} trial {trial.number}: {_short(values)} -> {metric} {final[metric]:.4g} "
                 f"(best {best.value:.4g}, trial {best.number})")
+        if not any(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials):
+            raise RuntimeError(f"study {name}: no trial has learned yet ({len(study.trials)} failed; see the lines above)")
         best = study.best_trial
         tracker.log_metrics({f"best_{metric}": best.value, "n_trials": float(len(study.trials))})
         tracker.log_params({f"best.{k}": v for k, v in best.params.items()})
