@@ -26,6 +26,7 @@ tunes them on validation data). :func:`train_and_evaluate` trains one run and re
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -345,7 +346,10 @@ def train_and_evaluate(run: dict[str, Any], cfg: ScalingStudyConfig, prepared: P
         n_train=len(d.train), dev_batches=_on(d.dev, device, bs), subset_batches=_on(d.subset, device, bs),
         seed=run["seed"], on_epoch=on_epoch, on_batch=on_batch)
     if cfg.guard:        # a model that did not learn fails its run (the stage lists it as failed, never a table cell)
-        trained = evaluate(model, d.task, _on(d.dev, device, bs)(), unary_only=unary_only)
+        # the model ends on its last phase's best-on-dev weights: that phase's best recorded dev score
+        last = result.history[-1]["phase"]
+        trained = max(h["dev_score"] for h in itertools.takewhile(lambda h: h["phase"] == last,
+                                                                  reversed(result.history)))
         check_learned(100.0 * untrained, 100.0 * trained, what=f"scaling {run['task']} {run['objective']} "
                       f"{run['procedure']} (fold {run['fold']}, seed {run['seed']})")
     t0 = time.perf_counter()
