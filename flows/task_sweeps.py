@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from components.config import BaseConfig, check_range, load_section, resolve_device, set_dotted
+from components.config import BaseConfig, check_range, field_error, load_section, resolve_device, set_dotted
 from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
 from components.models.encoders import BLSTMConfig
@@ -50,7 +50,9 @@ class TaskSweepConfig:
     tasks: tuple[str, ...] = ("pos", "ner")
     model: BLSTMConfig = BLSTMConfig()
     optim: TrainConfig = TrainConfig()
-    max_train_sentences: int = 0         # 0 = the whole training split
+    # a seeded subsample of each training split: one cap for every task, or task -> cap (0 / absent =
+    # the whole split), e.g. {greek_morph: 1600} to cap only the 1,025-label task
+    max_train_sentences: int | dict[str, int] = 0
     eval_batch_size: int = 128
     sweep: SweepConfig = field(default_factory=SweepConfig)
     models_dir: str = "models/tagger"
@@ -61,6 +63,15 @@ class TaskSweepConfig:
     def __post_init__(self):
         check_range(self, nonempty=("tasks",), nonnegative=("max_train_sentences", "min_dev_gain"),
                     positive=("eval_batch_size",))
+        if isinstance(self.max_train_sentences, dict):
+            unknown = sorted(set(self.max_train_sentences) - set(self.tasks))
+            if unknown:
+                raise field_error(self, "max_train_sentences", f"names {unknown}, not among the tasks {list(self.tasks)}")
+
+    def train_cap(self, task: str) -> int:
+        """The training-sentence cap of ``task`` (0 = all)."""
+        caps = self.max_train_sentences
+        return caps.get(task, 0) if isinstance(caps, dict) else caps
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,7 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     torch.manual_seed(base.seed)
     device = resolve_device(base.device)
     task = load_tagging_task(root / base.prepared_dir / task_name,
-                             max_train_sentences=cfg.max_train_sentences, seed=base.seed)
+                             max_train_sentences=cfg.train_cap(task_name), seed=base.seed)
     if on_task is not None:
         on_task(task)
     model = spec.build(cfg, variant, task, base.seed, root).to(device)

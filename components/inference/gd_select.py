@@ -25,7 +25,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from components.inference.oracle import corpus_score
+from components.inference.oracle import corpus_score, lexmin
 
 __all__ = ["Picked", "min_energy_select", "DevTuned", "dev_tuned_select"]
 
@@ -64,15 +64,6 @@ def _check(counts: Tensor, energy: Tensor, lrs: Sequence[float], checkpoints: Se
         raise ValueError(f"{who}: energy contains NaN")
 
 
-def _argmin(keys: Sequence[Tensor]) -> Tensor:
-    """Index along axis 0 of the lexicographically smallest key tuple per column (keys [M, B],
-    most significant first): successive stable sorts, least significant key first."""
-    order = torch.arange(keys[0].shape[0]).unsqueeze(1).expand_as(keys[0])
-    for k in reversed(keys):
-        order = order.gather(0, torch.sort(k.gather(0, order), dim=0, stable=True).indices)
-    return order[0]
-
-
 def _pick(flat_index: Tensor, shape: tuple[int, int, int], counts: Tensor, energy: Tensor,
           relaxed: Tensor | None, vit: Tensor | None) -> Picked:
     """``flat_index`` [B] into the (c, r, k) candidates of ``counts [C, R, K, B, 3]`` -> Picked."""
@@ -104,9 +95,9 @@ def min_energy_select(counts: Tensor, energy: Tensor, *, lrs: Sequence[float], c
     n_key = torch.tensor([float(n) for n in checkpoints], dtype=torch.float64).view(C, 1, 1, 1).expand(C, R, K, B)
     per_n = []
     for c in range(C):
-        best = _argmin([x[c].reshape(R * K, B) for x in (e, lr_key, r_key)])          # into (r, k)
+        best = lexmin([x[c].reshape(R * K, B) for x in (e, lr_key, r_key)])          # into (r, k)
         per_n.append(_pick(best + c * R * K, (C, R, K), counts, energy, relaxed, vit))
-    best = _argmin([x.reshape(C * R * K, B) for x in (e, n_key, lr_key, r_key)])
+    best = lexmin([x.reshape(C * R * K, B) for x in (e, n_key, lr_key, r_key)])
     return per_n, _pick(best, (C, R, K), counts, energy, relaxed, vit)
 
 
@@ -127,7 +118,7 @@ def _restart_by_energy(energy: Tensor) -> Tensor:
     """[C, R, K, B] -> long [C, K, B]: per (N, lr, sentence) the lowest-energy restart (ties: lower)."""
     C, R, K, B = energy.shape
     e = energy.double().permute(1, 0, 2, 3).reshape(R, C * K * B)
-    return _argmin([e]).view(C, K, B)
+    return lexmin([e]).view(C, K, B)
 
 
 def dev_tuned_select(dev_counts: Tensor, dev_energy: Tensor, counts: Tensor, energy: Tensor, *,
@@ -150,7 +141,7 @@ def dev_tuned_select(dev_counts: Tensor, dev_energy: Tensor, counts: Tensor, ene
     scores = corpus_score(dev_counts[c_i, r, k_i, b_i])                           # [C, K]
     n_key = torch.tensor([float(n) for n in checkpoints], dtype=torch.float64).view(C, 1).expand(C, K)
     lr_key = torch.tensor([float(x) for x in lrs], dtype=torch.float64).view(1, K).expand(C, K)
-    flat = _argmin([(-scores).reshape(-1, 1), n_key.reshape(-1, 1), lr_key.reshape(-1, 1)])
+    flat = lexmin([(-scores).reshape(-1, 1), n_key.reshape(-1, 1), lr_key.reshape(-1, 1)])
     c, k = int(flat) // K, int(flat) % K
     rt = _restart_by_energy(energy)[c, k]                                          # [B]
     test = _pick(c * R * K + rt * K + k, (C, R, K), counts, energy, relaxed, vit)

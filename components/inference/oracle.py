@@ -178,7 +178,7 @@ class OracleSelection:
         return out
 
 
-def _lexmin(keys: Sequence[Tensor]) -> Tensor:
+def lexmin(keys: Sequence[Tensor]) -> Tensor:
     """Index along axis 0 of the lexicographically smallest key tuple per column: keys [M, ...],
     most significant first. Successive stable sorts, least significant key first."""
     order = torch.arange(keys[0].shape[0]).view(-1, *([1] * (keys[0].dim() - 1))).expand_as(keys[0])
@@ -247,12 +247,12 @@ def oracle_select(counts: Tensor, energy: Tensor, *, lrs: Sequence[float], check
     def per_n_keys(x: Tensor) -> Tensor:
         return x.reshape(C, R * K, B).transpose(0, 1)
     keys = [per_n_keys(k) for k in (neg_quality, energy.double(), lr_key, r_key)]
-    best_n = _lexmin(keys)                                                   # [C, B]
+    best_n = lexmin(keys)                                                   # [C, B]
     per_n = pack(best_n, (C,), R * K)
 
     # full oracle: candidates (c, r, k) -> keys [C*R*K, B]
     keys = [k.reshape(C * R * K, B) for k in (neg_quality, energy.double(), n_key, lr_key, r_key)]
-    best = _lexmin(keys)                                                     # [B]
+    best = lexmin(keys)                                                     # [B]
     full = pack(best, (), C * R * K)
     return OracleSelection(checkpoints=tuple(int(n) for n in checkpoints), lrs=tuple(float(x) for x in lrs),
                            per_n=per_n, full=full)

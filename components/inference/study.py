@@ -98,12 +98,13 @@ class ApproxStudyConfig:
     speed_methods: dict[str, dict[str, Any]] = field(default_factory=lambda: {"viterbi": {}, "gd": {"iterations": 20}})
     lm: LMConfig = LMConfig()
     lm_epochs: int = 5
+    lm_max_words: int = 0          # the word LM's vocabulary: its most frequent training words (0 = all)
     energy_dir: str = "models/energy"
     infnet_dir: str = "models/infnet"
 
     def __post_init__(self):
         check_range(self, positive=("batch_size", "shard_size", "speed_batch_sizes", "lm_epochs"),
-                    nonnegative=("max_test_sentences", "max_dev_sentences", "gd_init_stds"))   # 0 = the whole split
+                    nonnegative=("max_test_sentences", "max_dev_sentences", "gd_init_stds", "lm_max_words"))   # 0 = the whole split
 
 
 def subset(ds: TaggingDataset, n: int, seed: int) -> TaggingDataset:

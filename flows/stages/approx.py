@@ -204,7 +204,8 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     # in this process with its threads: two 1-thread Ray tasks side by side were slower (the word
     # LM's 17k-way softmax dominates; measured 214 s against 188 s on Greek morphology)
     ppl = {kind: tagging_lm_perplexities(kind, task.train, test, task.vocabs["word"], len(labels), cfg.lm,
-                                         epochs=cfg.lm_epochs, seed=seed) for kind in LM_KINDS}
+                                         epochs=cfg.lm_epochs, seed=seed, max_words=cfg.lm_max_words)
+           for kind in LM_KINDS}
     corr = {}
     for mname, key in (("infnet", f"{cfg.table1_energy}.blstm.infnet"), ("gd", f"{cfg.table1_energy}.gd")):
         if key in search_errors:

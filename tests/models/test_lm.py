@@ -31,3 +31,21 @@ def test_ragged_lengths_ignore_padding():
     assert n.tolist() == [3, 5]
     nll_alone, _ = lm.token_nll(ids[:1, :2], mask[:1, :2])
     torch.testing.assert_close(nll[0], nll_alone[0])
+
+
+def test_capped_vocabulary_keeps_the_most_frequent_training_ids_and_maps_the_rest_to_one_unknown():
+    import pytest
+
+    from components.training.lm import cap_vocabulary
+    train = [[7, 3, 3, 9], [9, 3, 5, 7], [2]]          # counts: 3 x3, 7 x2, 9 x2, 5 x1, 2 x1
+    test = [[3, 9, 11], [5, 7, 2]]                      # 11 never seen in training
+    tr, te, size = cap_vocabulary(train, test, 3)
+    # kept by count, ties by the smaller id: 3 -> 0, 7 -> 1, 9 -> 2; everything else -> 3
+    assert size == 4
+    assert tr == [[1, 0, 0, 2], [2, 0, 3, 1], [3]]
+    assert te == [[0, 2, 3], [3, 1, 3]]
+    # a cap above the vocabulary renumbers without an unknown in use
+    tr, te, size = cap_vocabulary(train, test, 10)
+    assert size == 11 and max(max(s) for s in tr) == 4 and te[0][2] == 10
+    with pytest.raises(ValueError, match="max_words must be positive"):
+        cap_vocabulary(train, test, 0)

@@ -128,6 +128,9 @@ BAD = [
     ("bench.timing.min_rounds", 0, None, "must be > 0"),
     ("bench.kernels.labels", [17, 0], "bench.kernels.labels[1]", "must be > 0"),
     ("infnets.lam", -0.5, None, "must be >= 0"),
+    ("infnets.max_train_sentences", {"greek_morph": -1}, "infnets.max_train_sentences.greek_morph", "must be >= 0"),
+    ("infnets.max_train_sentences", {"greek": 100}, None, "names ['greek'], not among the tasks"),
+    ("approx.lm_max_words", -1, None, "must be >= 0"),
 ]
 
 
@@ -138,6 +141,12 @@ def test_out_of_range_value_names_the_dotted_key(key, value, named, rule):
     with pytest.raises(ConfigError) as e:
         load_section(LOADERS[section], section, params)
     assert f"{named or key}: {rule}" in str(e.value)
+
+
+def test_a_training_cap_is_one_number_or_one_per_task():
+    for value, caps in ((800, {"pos": 800, "greek_morph": 800}), ({"greek_morph": 1600}, {"pos": 0, "greek_morph": 1600})):
+        cfg = load_section(LOADERS["infnets"], "infnets", set_dotted(PARAMS, "infnets.max_train_sentences", value))
+        assert {t: cfg.train_cap(t) for t in caps} == caps
 
 
 @pytest.mark.parametrize("registry, name, data, where, named", [
