@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from components.config import BaseConfig, check_range, field_error, load_section, resolve_device, set_dotted
+from components.config import BaseConfig, ConfigError, check_range, load_section, resolve_device, set_dotted
 from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
 from components.models.encoders import BLSTMConfig
@@ -63,10 +63,6 @@ class TaskSweepConfig:
     def __post_init__(self):
         check_range(self, nonempty=("tasks",), nonnegative=("max_train_sentences", "min_dev_gain"),
                     positive=("eval_batch_size",))
-        if isinstance(self.max_train_sentences, dict):
-            unknown = sorted(set(self.max_train_sentences) - set(self.tasks))
-            if unknown:
-                raise field_error(self, "max_train_sentences", f"names {unknown}, not among the tasks {list(self.tasks)}")
 
     def train_cap(self, task: str) -> int:
         """The training-sentence cap of ``task`` (0 = all)."""
@@ -300,6 +296,10 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
         if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
             raise FileNotFoundError(f"{spec.section}.tasks: task {task!r} has not been prepared "
                                     f"(is it under prepare.tasks in params.yaml?)")
+    caps = cfg.max_train_sentences       # per task: its keys must be tasks (a stage may run one task of them)
+    for task in sorted(caps) if isinstance(caps, dict) else ():
+        if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
+            raise ConfigError(f"{spec.section}.max_train_sentences: {task!r} is not a prepared task")
     runs = [(task, variant) for task in cfg.tasks for variant in spec.variants(cfg, task)]
     if cfg.sweep.num_samples == 1:
         return _run_grid(spec_ref, params, ctx, cfg, runs)

@@ -118,6 +118,21 @@ def test_grid_element_whose_every_trial_failed_is_an_error(tmp_path, monkeypatch
     assert not (tmp_path / "models/energy").exists()                    # nothing recorded as finished
 
 
+def test_a_per_task_training_cap_must_name_a_prepared_task(tmp_path, monkeypatch):
+    from components.config import ConfigError
+    params = _fake_root(tmp_path, ["a", "b"])
+    params["train_energy"]["max_train_sentences"] = {"a": 5, "greek": 100}     # a typo of a task name
+    monkeypatch.setattr(task_sweeps, "run_sweep", lambda *a, **k: pytest.fail("no sweep may start"))
+    tracker = NullTracker()
+    with tracker.start_run("train_energy") as stage_id:
+        with pytest.raises(ConfigError, match=r"train_energy.max_train_sentences: 'greek' is not a prepared task"):
+            task_sweeps.run_task_sweeps(SECTIONS["train_energy"], params, _ctx(tmp_path, params, tracker, stage_id))
+    # one task of the stage (dvc.yaml's foreach narrows tasks to it): a cap of another task is no error
+    params["train_energy"]["max_train_sentences"] = {"b": 5}
+    params["train_energy"]["tasks"] = ["a"]
+    assert load_section(task_sweeps._spec(SECTIONS["train_energy"]).config, "train_energy", params).train_cap("a") == 0
+
+
 def _report(config):
     from ray import tune
     tune.report({"best_dev_score": float(len(config["run"]["variant"]))})

@@ -129,7 +129,6 @@ BAD = [
     ("bench.kernels.labels", [17, 0], "bench.kernels.labels[1]", "must be > 0"),
     ("infnets.lam", -0.5, None, "must be >= 0"),
     ("infnets.max_train_sentences", {"greek_morph": -1}, "infnets.max_train_sentences.greek_morph", "must be >= 0"),
-    ("infnets.max_train_sentences", {"greek": 100}, None, "names ['greek'], not among the tasks"),
     ("approx.lm_max_words", -1, None, "must be >= 0"),
 ]
 
