@@ -31,11 +31,16 @@ LM_KINDS = ("words", "labels")
 
 
 def cap_vocabulary(train_seqs: Sequence[Sequence[int]], test_seqs: Sequence[Sequence[int]], max_words: int
-                   ) -> tuple[list[list[int]], list[list[int]], int]:
+                   ) -> tuple[list[list[int]], list[list[int]], int, np.ndarray]:
     """Keep the ``max_words`` most frequent ids of ``train_seqs`` (ties: the smaller id first), renumbered
     0..max_words-1 by that order; every other id, in either split, becomes the one extra id ``max_words``
-    (unknown). -> (train, test, vocabulary size max_words + 1). The LM's softmax then costs
-    O(max_words) instead of O(|V|) per token: on Greek morphology 17,144 words, mostly hapaxes."""
+    (the rare-word class). -> (train, test, vocabulary size max_words + 1, rare_nll [len(test)]).
+
+    The LM's softmax then costs O(max_words) instead of O(|V|) per token (Greek morphology: 17,144
+    words, mostly hapaxes). So that a rare word still costs what a rare word should, each test token
+    in the rare class adds -log p(word | rare class), the add-one estimate from the rare words' training
+    counts (unseen words count 0, one extra type): ``rare_nll[s]`` sums it over sentence ``s``, and
+    log p(w) = log p(rare class | context) + log p(w | rare class) is a proper class-factored LM."""
     if max_words <= 0:
         raise ValueError(f"cap_vocabulary: max_words must be positive, got {max_words}")
     counts: dict[int, int] = {}
@@ -44,8 +49,12 @@ def cap_vocabulary(train_seqs: Sequence[Sequence[int]], test_seqs: Sequence[Sequ
             counts[i] = counts.get(i, 0) + 1
     kept = sorted(counts, key=lambda i: (-counts[i], i))[:max_words]
     new = {old: rank for rank, old in enumerate(kept)}
+    rare = {i: c for i, c in counts.items() if i not in new}
+    denominator = sum(rare.values()) + len(rare) + 1                  # add one to every rare type and to "unseen"
+    rare_nll = np.array([sum(-np.log((rare.get(i, 0) + 1) / denominator) for i in s if i not in new)
+                         for s in test_seqs], dtype=np.float64)
     remap = lambda seqs: [[new.get(i, max_words) for i in s] for s in seqs]  # noqa: E731
-    return remap(train_seqs), remap(test_seqs), max_words + 1
+    return remap(train_seqs), remap(test_seqs), max_words + 1, rare_nll
 
 
 def tagging_lm_perplexities(kind: str, train: TaggingDataset, test: TaggingDataset, word_vocab, n_labels: int,
@@ -53,17 +62,22 @@ def tagging_lm_perplexities(kind: str, train: TaggingDataset, test: TaggingDatas
                             max_words: int = 0) -> np.ndarray:
     """Sec. 6.2's perplexity of each ``test`` sentence [len(test)] under an LM trained on ``train``:
     ``kind`` ``words`` (lower-cased word ids of ``word_vocab``, unknown words its unk id; with
-    ``max_words`` > 0 only the most frequent training words keep their own id, see
-    :func:`cap_vocabulary`) or ``labels`` (the gold label ids, ``n_labels`` of them)."""
+    ``max_words`` > 0 only the most frequent training words keep their own id and the rest share a
+    class whose words are scored by their training frequency, see :func:`cap_vocabulary`) or ``labels`` (the gold label ids, ``n_labels`` of them)."""
     def word_ids(ds: TaggingDataset) -> list[list[int]]:
         return [[word_vocab.index(w.lower(), word_vocab.unk_id) for w in s.words] for s in ds.sentences]
 
+    rare_nll = None
     if kind == "words":
         train_seqs, test_seqs, vocab_size = word_ids(train), word_ids(test), len(word_vocab)
         if 0 < max_words < vocab_size:
-            train_seqs, test_seqs, vocab_size = cap_vocabulary(train_seqs, test_seqs, max_words)
+            train_seqs, test_seqs, vocab_size, rare_nll = cap_vocabulary(train_seqs, test_seqs, max_words)
     elif kind == "labels":
         train_seqs, test_seqs, vocab_size = train.tags, test.tags, n_labels
     else:
         raise ValueError(f"LM kind {kind!r}: expected one of {LM_KINDS}")
-    return perplexities(train_lm(train_seqs, vocab_size, cfg, epochs=epochs, seed=seed), test_seqs)
+    ppl = perplexities(train_lm(train_seqs, vocab_size, cfg, epochs=epochs, seed=seed), test_seqs)
+    if rare_nll is None:
+        return ppl
+    n_predicted = np.array([len(t) + 1 for t in test_seqs], dtype=np.float64)       # the LM also predicts EOS
+    return ppl * np.exp(rare_nll / n_predicted)

@@ -33,19 +33,50 @@ def test_ragged_lengths_ignore_padding():
     torch.testing.assert_close(nll[0], nll_alone[0])
 
 
-def test_capped_vocabulary_keeps_the_most_frequent_training_ids_and_maps_the_rest_to_one_unknown():
+def test_capped_vocabulary_keeps_the_most_frequent_training_ids_and_scores_the_rest_by_frequency():
+    import math
+
     import pytest
 
     from components.training.lm import cap_vocabulary
     train = [[7, 3, 3, 9], [9, 3, 5, 7], [2]]          # counts: 3 x3, 7 x2, 9 x2, 5 x1, 2 x1
-    test = [[3, 9, 11], [5, 7, 2]]                      # 11 never seen in training
-    tr, te, size = cap_vocabulary(train, test, 3)
+    test = [[3, 9, 11], [5, 7, 2], [3]]                 # 11 never seen in training
+    tr, te, size, rare_nll = cap_vocabulary(train, test, 3)
     # kept by count, ties by the smaller id: 3 -> 0, 7 -> 1, 9 -> 2; everything else -> 3
     assert size == 4
     assert tr == [[1, 0, 0, 2], [2, 0, 3, 1], [3]]
-    assert te == [[0, 2, 3], [3, 1, 3]]
+    assert te == [[0, 2, 3], [3, 1, 3], [0]]
+    # p(w | rare class), add-one over the rare types {5, 2} and "unseen": (count + 1) / (2 + 2 + 1)
+    p = {5: 2 / 5, 2: 2 / 5, 11: 1 / 5}
+    assert rare_nll == pytest.approx([-math.log(p[11]), -math.log(p[5]) - math.log(p[2]), 0.0])
     # a cap above the vocabulary renumbers without an unknown in use
-    tr, te, size = cap_vocabulary(train, test, 10)
+    tr, te, size, rare_nll = cap_vocabulary(train, test, 10)
     assert size == 11 and max(max(s) for s in tr) == 4 and te[0][2] == 10
+    assert rare_nll[1] == 0.0 and rare_nll[0] == pytest.approx(-math.log(1.0))   # no rare types: unseen gets 1/1
     with pytest.raises(ValueError, match="max_words must be positive"):
         cap_vocabulary(train, test, 0)
+
+
+def test_a_capped_word_lm_still_ranks_sentences_of_rare_words_as_more_perplexing():
+    """The rare-word class keeps Sec. 6.2's signal: with every rare word sharing one cheap id, a
+    sentence of hapaxes would look as predictable as a sentence of frequent words."""
+    from types import SimpleNamespace
+
+    from components.models.lm import LMConfig
+    from components.training.lm import tagging_lm_perplexities
+
+    class Vocab(dict):
+        unk_id = 0
+
+        def index(self, w, default):
+            return self.get(w, default)
+
+    common = "the a of and to in is".split()
+    rare = [f"w{i}" for i in range(60)]
+    vocab = Vocab({w: i + 1 for i, w in enumerate(common + rare)})
+    sent = lambda words: SimpleNamespace(words=words)  # noqa: E731
+    train = SimpleNamespace(sentences=[sent(common[i % 7:] + common[:i % 7] + [rare[i]]) for i in range(60)] * 3)
+    test = SimpleNamespace(sentences=[sent(common[:4]), sent(rare[:4])])
+    ppl = tagging_lm_perplexities("words", train, test, vocab, 0, LMConfig(dim=8, hidden=16, dropout=0.0),
+                                  epochs=3, max_words=8)
+    assert ppl[1] > 3 * ppl[0]
