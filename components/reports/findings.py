@@ -68,14 +68,20 @@ _NEGATE = {">": "≤", ">=": "<", "<": "≥", "<=": ">"}
 _SHOW = {">": ">", ">=": "≥", "<": "<", "<=": "≤"}
 
 
+def relate(a: float, b: float, relation: str) -> tuple[bool, str]:
+    """(``a <relation> b``, the symbol to print between them: the relation when it holds, its
+    negation otherwise)."""
+    ok = holds(a, b, relation)
+    return ok, _SHOW[relation] if ok else _NEGATE[relation]
+
+
 def compare(claim: str, scope: str, paper: str, a: Side | None, b: Side | None, relation: str = ">",
             missing: str = "") -> dict[str, str]:
     """The row of the claim "a <relation> b": reproduced when it holds on our means; not testable when
     a side is None (``missing`` says why)."""
     if a is None or b is None:
         return row(claim, scope, paper, missing or "a side was not run", NOT_TESTABLE)
-    ok = holds(a.mean, b.mean, relation)
-    sym = _SHOW[relation] if ok else _NEGATE[relation]
+    ok, sym = relate(a.mean, b.mean, relation)
     text = f"{a} {sym} {b} (Δ {a.mean - b.mean:+.2f}){noise_note(a, b)}"
     return row(claim, scope, paper, text, REPRODUCED if ok else NOT_REPRODUCED)
 

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from components.reports.findings import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Side, combine,  # noqa: E402
-                                         compare, counts, finite, row, table)
+                                         compare, counts, finite, relate, row, table)
 
 PAPER_TASK = {"pos": "Twitter POS", "ner": "NER", "greek_morph": "CCG"}
 ARCHS = ("cnn", "blstm", "seq2seq")
@@ -390,16 +390,6 @@ CLAIM_RHO_POS = "Spearman's ρ of search error with LM perplexity is positive, w
 CLAIM_RHO_AMORT = "ρ is higher for inference networks than for GD, words and labels (Sec. 6.2)"
 CLAIM_GD_VIT = "GD with honest (dev-tuned) N, lr does not beat Viterbi (BLSTM-CRF+, Table 4)"
 
-_SYM = {"<": ("<", "≥"), "<=": ("≤", ">"), ">": (">", "≤"), ">=": ("≥", "<")}
-_OPS = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}
-
-
-def _rel(a: float, b: float, relation: str) -> tuple[bool, str]:
-    """Whether ``a <relation> b``, and the symbol that is true of the two."""
-    ok = _OPS[relation](float(a), float(b))
-    return ok, _SYM[relation][0 if ok else 1]
-
-
 def _scope(task: str) -> str:
     return f"{task} ({PAPER_TASK[task]})" if task in PAPER_TASK else task
 
@@ -468,7 +458,7 @@ def _claim_order(task: str, m: Mapping[str, Any], energy: str, archs: Sequence[s
         return row(CLAIM_ORDER, _scope(task), paper, f"not run: {', '.join(missing)}", NOT_TESTABLE)
     text, ok = f"{chain[0][0]} {finite(chain[0][1]):.2f}", True
     for (_, a_v), (b_name, b_v), relation in zip(chain, chain[1:], ("<=", "<", "<")):
-        good, sym = _rel(finite(a_v), finite(b_v), relation)
+        good, sym = relate(finite(a_v), finite(b_v), relation)
         ok &= good
         text += f" {sym} {b_name} {finite(b_v):.2f}"
     return row(CLAIM_ORDER, _scope(task), paper, text, REPRODUCED if ok else NOT_REPRODUCED)
@@ -523,7 +513,7 @@ def _claim_fast(results: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     archs = [a for a in ARCHS if a in sp]
     if "viterbi" not in sp or not archs:
         return row(CLAIM_FAST, scope, paper, "speed of Viterbi or of the inference networks not measured", NOT_TESTABLE)
-    parts = [_rel(sp[a], sp["viterbi"], ">") for a in archs]
+    parts = [relate(sp[a], sp["viterbi"], ">") for a in archs]
     text = ", ".join(f"{a} {sp[a]:.0f} {sym} Viterbi {sp['viterbi']:.0f} ({sp[a] / sp['viterbi']:.1f}×)"
                      for a, (_, sym) in zip(archs, parts))
     return row(CLAIM_FAST, scope, paper, text, REPRODUCED if all(ok for ok, _ in parts) else NOT_REPRODUCED)
@@ -560,7 +550,7 @@ def _claim_rho_amort(task: str, m: Mapping[str, Any]) -> dict[str, str]:
         if i is None or g is None:
             parts.append(row(CLAIM_RHO_AMORT, _scope(task), "", f"{k}: ρ not computed", NOT_TESTABLE))
             continue
-        ok, sym = _rel(i, g, ">")
+        ok, sym = relate(i, g, ">")
         parts.append(row(CLAIM_RHO_AMORT, _scope(task), "", f"{k}: infnet {i:.3f} {sym} GD {g:.3f}",
                          REPRODUCED if ok else NOT_REPRODUCED))
     return combine(CLAIM_RHO_AMORT, _scope(task), _rho_paper(task), parts)

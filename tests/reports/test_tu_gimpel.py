@@ -328,3 +328,13 @@ def test_yardstick_table_compares_viterbi_with_the_best_local_baseline():
     assert "| ner | e | 40.0 | 45.5 (blstm) | -5.5 | weaker than its local baseline by 5.5 |" in md
     assert "| ner | f | 90.0 | 80.0 (cnn) | +10.0 | a yardstick |" in md
     assert "| ner | g | – | – | – | not run |" in md
+
+
+@pytest.mark.parametrize("a, b, relation, expect", [
+    (1.0, 2.0, "<", (True, "<")), (2.0, 1.0, "<", (False, "≥")), (1.0, 1.0, "<=", (True, "≤")),
+    (1.0, 1.0, "<", (False, "≥")), (3.0, 2.0, ">", (True, ">")), (2.0, 2.0, ">", (False, "≤")),
+    (2.0, 2.0, ">=", (True, "≥")), (1.0, 2.0, ">=", (False, "<")),
+])
+def test_relate_prints_the_relation_that_holds(a, b, relation, expect):
+    from components.reports.findings import relate
+    assert relate(a, b, relation) == expect
