@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from components.config import ConfigError, from_dict
-from components.energies import ENERGIES
+from components.energies.registry import ENERGIES
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 from components.models.infnets import InfNetConfig, build_infnet
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig

@@ -3,8 +3,8 @@
 A :class:`Registry` maps a name to an :class:`Entry`: the entry's own frozen config dataclass
 (its defaults are the ones actually used) and a ``make(cfg, **inputs)`` that builds the object.
 Every family (``ENERGIES``, ``INFERENCE``, ``OBJECTIVES``, ``SAMPLERS``, ``SCALINGS``,
-``READERS``, study tasks) is one ``Registry`` in its package ``__init__``; flows build by name
-from a params section, never from an if-chain:
+``READERS``, study tasks) is one ``Registry``; flows build by name from a params section, never
+from an if-chain:
 
     cfg = INFERENCE.config("gd_adam", {"lr": 0.1}, where="approx.methods.gd_adam")   # strict
     method = INFERENCE.build("gd_adam", cfg)
@@ -13,10 +13,21 @@ from a params section, never from an if-chain:
 (vocabulary sizes for an energy, a trained network for a warm start); each family documents its
 inputs. ``meta`` holds a few declarative facts a caller or a test may ask about an entry (what an
 inference method needs, how an objective predicts), so no second table restates them.
+
+**Lazy entries.** An entry names where it lives, ``"package.module:attribute"``, for its ``make``
+and its config, and that module is imported only when the entry is built or its config is read
+(``entry.make`` / ``entry.config``); names, docs and ``meta`` are plain data. So a registry module
+imports nothing of its implementations, and a stage's import closure (its DVC code deps,
+``flows/dvc_deps.py``) holds the entries it builds, not the whole family. ``meta`` values are
+therefore plain data too (``needs="ChainEnergy"``, not the class). A config given without a module
+(``config="GDInferenceConfig"``) lives in the module of ``make``. A registry may also register
+objects directly (``make`` a callable, ``config`` a class), when the entries are defined in the
+registry's own module.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,13 +35,59 @@ from typing import Any, Callable
 from components.config import ConfigError, from_dict
 
 
+def resolve(ref: str, where: str = "") -> Any:
+    """The object ``"package.module:attribute"`` names (the module imported now)."""
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise ConfigError(f"{where or ref}: expected 'package.module:attribute', got {ref!r}")
+    try:
+        obj = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"{where or ref}: cannot import module {module!r} ({e})") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"{where or ref}: module {module!r} has no attribute {attr!r}") from None
+    return obj
+
+
 @dataclass(frozen=True)
 class Entry:
+    """One registered name. ``make_ref`` / ``config_ref`` are where the builder and the config
+    live (``"module:attr"``) or the objects themselves; :attr:`make` and :attr:`config` import
+    them on first use."""
     name: str
-    config: type                          # a frozen dataclass; every field has a default
-    make: Callable[..., Any]              # make(cfg, **inputs) -> the object
+    make_ref: str | Callable[..., Any]    # make(cfg, **inputs) -> the object
+    config_ref: str | type                # a frozen dataclass; every field has a default
     doc: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    family: str = ""
+
+    @property
+    def module(self) -> str | None:
+        """The module the entry lives in (``None`` for an entry registered as objects)."""
+        return self.make_ref.partition(":")[0] if isinstance(self.make_ref, str) else None
+
+    @property
+    def make(self) -> Callable[..., Any]:
+        if isinstance(self.make_ref, str):
+            return resolve(self.make_ref, f"{self.family}.{self.name}")
+        return self.make_ref
+
+    @property
+    def config(self) -> type:
+        ref = self.config_ref
+        if isinstance(ref, str):
+            if ":" not in ref:
+                if self.module is None:
+                    raise ConfigError(f"{self.family}.{self.name}: config {ref!r} names no module")
+                ref = f"{self.module}:{ref}"
+            cls = resolve(ref, f"{self.family}.{self.name}.config")
+            if not dataclasses.is_dataclass(cls):
+                raise TypeError(f"{self.family}.{self.name}: config {ref!r} is not a dataclass")
+            return cls
+        return ref
 
 
 class Registry(Mapping[str, Entry]):
@@ -41,16 +98,26 @@ class Registry(Mapping[str, Entry]):
         self._entries: dict[str, Entry] = {}
 
     # -- definition ------------------------------------------------------------------------------
-    def register(self, name: str, config: type, make: Callable[..., Any] | None = None, *, doc: str = "",
-                 **meta: Any):
-        """Register ``name``; usable directly or as a decorator of ``make``. A name is defined once."""
-        if not dataclasses.is_dataclass(config):
-            raise TypeError(f"{self.family}.register({name!r}): config must be a dataclass, got {config!r}")
+    def register(self, name: str, config: type | str, make: Callable[..., Any] | str | None = None, *,
+                 doc: str = "", **meta: Any):
+        """Register ``name``; usable directly or as a decorator of ``make``. A name is defined once.
 
-        def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+        Lazy form: ``register(name, "ConfigClass", "package.module:make", doc=..., **meta)``
+        (the config a ``"module:attr"`` of its own, or an attribute of ``make``'s module)."""
+        if isinstance(config, str):
+            if ":" not in config and not (isinstance(make, str) and ":" in make):
+                raise TypeError(f"{self.family}.register({name!r}): a config named by a string needs "
+                                f"'module:attr', or a make given as 'module:attr'")
+        elif not dataclasses.is_dataclass(config):
+            raise TypeError(f"{self.family}.register({name!r}): config must be a dataclass, got {config!r}")
+        if isinstance(make, str) and ":" not in make:
+            raise TypeError(f"{self.family}.register({name!r}): make must be 'module:attr', got {make!r}")
+
+        def add(fn: Callable[..., Any] | str) -> Callable[..., Any] | str:
             if name in self._entries:
                 raise ValueError(f"{self.family}: {name!r} is already registered")
-            self._entries[name] = Entry(name, config, fn, doc or (fn.__doc__ or "").strip().split("\n")[0], dict(meta))
+            first = "" if isinstance(fn, str) else (fn.__doc__ or "").strip().split("\n")[0]
+            self._entries[name] = Entry(name, fn, config, doc or first, dict(meta), self.family)
             return fn
 
         return add(make) if make is not None else add
@@ -70,6 +137,11 @@ class Registry(Mapping[str, Entry]):
 
     def __repr__(self) -> str:
         return f"Registry({self.family!r}, {sorted(self._entries)})"
+
+    def names(self, **meta: Any) -> tuple[str, ...]:
+        """The registered names whose ``meta`` has every given value, in registration order
+        (nothing is imported)."""
+        return tuple(n for n, e in self._entries.items() if all(e.meta.get(k) == v for k, v in meta.items()))
 
     def check(self, names: Any, where: str) -> None:
         """Raise a :class:`ConfigError` naming ``where`` if any of ``names`` is not registered."""

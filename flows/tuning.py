@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable
 
 from components.config import ConfigError, ResourcesConfig
-from components.training import OBJECTIVES
+from components.training.registry import OBJECTIVES
 from flows.stages.common import StageContext
 from flows.sweeps import SweepConfig, run_sweep, space_values
 

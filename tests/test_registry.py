@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,52 @@ def test_register_build_and_strict_config():
         r.register("x", _Cfg, lambda cfg: None)
     with pytest.raises(TypeError, match="must be a dataclass"):
         r.register("w", dict, lambda cfg: None)
+
+
+# --------------------------------------------------------------------------------------------
+# lazy entries: a module is imported when its entry is built or its config read, not before
+# --------------------------------------------------------------------------------------------
+
+def test_a_lazy_entry_imports_its_module_only_when_built(tmp_path, monkeypatch):
+    import sys
+    (tmp_path / "lazy_entry_mod.py").write_text(
+        "from dataclasses import dataclass\n"
+        "@dataclass(frozen=True)\nclass Cfg:\n    k: int = 3\n"
+        "def make(cfg, x=0):\n    return ('built', cfg.k, x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("lazy_entry_mod", None)
+    reg = Registry("thing")
+    reg.register("t", "Cfg", "lazy_entry_mod:make", doc="a lazy thing", kind="x")
+    assert reg.names(kind="x") == ("t",) and reg["t"].doc == "a lazy thing" and reg["t"].module == "lazy_entry_mod"
+    assert "lazy_entry_mod" not in sys.modules                      # names, docs and meta import nothing
+    assert reg.build("t", {"k": 5}, x=1) == ("built", 5, 1)
+    assert "lazy_entry_mod" in sys.modules
+    with pytest.raises(ConfigError, match=r"thing.t.*unknown key|thing\.t.*nope"):
+        reg.config("t", {"nope": 1})
+
+
+def test_a_lazy_entry_that_names_a_missing_module_or_attribute_fails_clearly():
+    reg = Registry("thing")
+    reg.register("gone", "components.config:ConfigError", "components.no_such_module:make")
+    reg.register("typo", NoConfig, "components.config:no_such_attr")
+    with pytest.raises(ConfigError, match="thing.gone: cannot import module 'components.no_such_module'"):
+        reg.build("gone")
+    with pytest.raises(ConfigError, match="thing.typo: module 'components.config' has no attribute 'no_such_attr'"):
+        reg.build("typo")
+    with pytest.raises(TypeError, match="make must be 'module:attr'"):
+        reg.register("bad", NoConfig, "components.config")
+
+
+def test_the_project_registries_import_no_implementation():
+    """Importing a registry module imports none of its entries' modules (a fresh interpreter)."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from components.inference.registry import INFERENCE\n"
+            "from components.energies.registry import ENERGIES\n"
+            "from components.training.registry import OBJECTIVES\n"
+            "mods = {e.module for r in (INFERENCE, ENERGIES, OBJECTIVES) for e in r.values()}\n"
+            "print(sorted(m for m in mods if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]"

@@ -14,7 +14,7 @@ dataset without features has ``F = 0``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -158,3 +158,16 @@ def bucket_indices(lengths: np.ndarray, batch_size: int, *, shuffle: bool, seed:
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+@torch.no_grad()
+def decode_dataset(ds: TaggingDataset, decode: Callable[[Any], torch.Tensor], labels: Vocab, *,
+                   batch_size: int = 64, device: str | torch.device = "cpu") -> list[list[str]]:
+    """The one loop over a tagging dataset: ``decode(batch) -> label ids [B, N]`` on every batch
+    (moved to ``device``); returns each sentence's label strings, in dataset order."""
+    preds: list[list[str] | None] = [None] * len(ds)
+    for batch in ds.batches(batch_size, device=device):
+        lab = decode(batch).cpu()
+        for b, i in enumerate(batch.index.tolist()):
+            preds[i] = [labels.tokens[j] for j in lab[b, :int(batch.lengths[b])].tolist()]
+    return preds  # type: ignore[return-value]

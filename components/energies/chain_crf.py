@@ -10,12 +10,14 @@ inference networks optimise.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch import nn
 
-from components.energies.base import ChainPotentials
+from components.energies.chain import ChainPotentials
+from components.models.encoders import BLSTMConfig, BLSTMTagger
 
 
 class ChainCRFEnergy(nn.Module):
@@ -32,3 +34,20 @@ class ChainCRFEnergy(nn.Module):
 
     def energy(self, batch: Any, y: torch.Tensor) -> torch.Tensor:
         return self.potentials(batch).energy(y)
+
+
+def _chain_crf(cfg: BLSTMConfig, n_words, n_chars, n_labels, glove_ids=None, glove_vectors=None, seed=0):
+    features = BLSTMTagger(cfg, n_words, n_labels, n_chars=n_chars, pretrained_ids=glove_ids,
+                           pretrained=glove_vectors, seed=seed)
+    return ChainCRFEnergy(features, n_labels)
+
+
+def blstm_crf(cfg: BLSTMConfig, **inputs) -> ChainCRFEnergy:
+    """BLSTM over fixed GloVe embeddings; no character features."""
+    return _chain_crf(dataclasses.replace(cfg, char_filters=0, freeze_embeddings=True), **inputs)
+
+
+def blstm_crf_plus(cfg: BLSTMConfig, **inputs) -> ChainCRFEnergy:
+    """BLSTM-CRF+: character CNN (30 filters of width 3 over 30-dim char embeddings, max-pooled),
+    fine-tuned word embeddings, dropout 0.5 (Tu & Gimpel 2019, Sec. 7)."""
+    return _chain_crf(dataclasses.replace(cfg, char_filters=cfg.char_filters or 30, freeze_embeddings=False), **inputs)

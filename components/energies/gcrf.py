@@ -116,3 +116,8 @@ class GaussianCRF(nn.Module):
         """long [B, H, W]: argmax_k s*_{k, j} (eq. 13); invalid pixels get label 0."""
         with torch.no_grad():
             return self.scores(p).argmax(1)
+
+
+def gcrf(cfg: GCRFConfig, in_channels: int, n_labels: int, seed: int | None = None) -> GaussianCRF:
+    """Gaussian CRF with UNet unaries and pixel embeddings (Shevchenko & Osokin Sec. 4.2)."""
+    return GaussianCRF(in_channels, n_labels, cfg, seed=seed)

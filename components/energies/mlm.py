@@ -221,3 +221,13 @@ class MLMEnergy(nn.Module):
 
     def forward(self, batch: Any, y: Tensor) -> Tensor:
         return self.energy(batch, y)
+
+
+def mlm_raw(cfg: MLMEnergyConfig, model: Any) -> MLMEnergy:
+    """E_raw(y) = -sum_t log phi_t(y): an MLM's raw masked logits (thesis 6.2.1)."""
+    return MLMEnergy(model, "raw", cfg)
+
+
+def mlm_norm(cfg: MLMEnergyConfig, model: Any) -> MLMEnergy:
+    """E_norm(y) = -sum_t log p_mlm(y_t | y_\\t): locally normalised (thesis 6.2.4)."""
+    return MLMEnergy(model, "norm", cfg)

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from components.energies.base import ChainPotentials
+from components.energies.chain import ChainPotentials
 
 
 class UnaryPairwiseCRF(nn.Module):

@@ -54,111 +54,23 @@ alpha <= 0.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar
 
 import torch
 
-Normalisation = Literal["local", "global"]
-NORMALISATIONS: tuple[str, ...] = ("local", "global")
+from components.inference.base import InferenceResult, check
+from components.models.step_scorer import (NORMALISATIONS, BeamState, Normalisation, StepScorer, check_beam_size,
+                                           check_labels, check_mask, eos_of, reading, step_scores)
+
 _NEG = -1e9        # the score of the k-1 copies of the start hypothesis in the soft beam (finite: gradients stay 0)
 
 
-@dataclass
-class BeamState:
-    """A decoder state: ``beam`` holds the per-hypothesis tensors [B, k, ...] that a search
-    reorders (hard backpointers) or mixes (soft backpointers); ``context`` is per-instance and
-    opaque to the search (encoder states, the step index)."""
-    beam: tuple[torch.Tensor, ...]
-    context: Any = None
-
-    def reorder(self, index: torch.Tensor) -> "BeamState":
-        """Hard backpointers: hypothesis i takes the state of ``index[b, i]`` (long [B, k'])."""
-        out = []
-        for x in self.beam:
-            idx = index.reshape(*index.shape, *([1] * (x.dim() - 2))).expand(*index.shape, *x.shape[2:])
-            out.append(x.gather(1, idx))
-        return BeamState(tuple(out), self.context)
-
-    def mix(self, weights: torch.Tensor) -> "BeamState":
-        """Soft backpointers: hypothesis i takes sum_j weights[b, i, j] * state_j ([B, k', k])."""
-        out = []
-        for x in self.beam:
-            flat = x.reshape(x.shape[0], x.shape[1], -1)
-            out.append(torch.bmm(weights.to(flat.dtype), flat).reshape(x.shape[0], weights.shape[1], *x.shape[2:]))
-        return BeamState(tuple(out), self.context)
-
-
-@runtime_checkable
-class StepScorer(Protocol):
-    normalisation: Normalisation                       # log-softmax or raw scores, same network
-    n_labels: int                                      # V
-
-    def start(self, batch: Any, k: int) -> tuple[BeamState, torch.Tensor]: ...
-    # -> (state with k copies of each instance's start, mask bool [B, T]: the steps each instance takes)
-    def step(self, state: BeamState, prev_embedding: torch.Tensor | None) -> tuple[torch.Tensor, BeamState]: ...
-    # prev_embedding [B, k, D] (None at the first step: the start symbol) -> (scores [B, k, V], next state)
-    def embed(self, weights: torch.Tensor) -> torch.Tensor: ...      # [..., V] -> [..., D]: weights @ E
-    def embed_ids(self, ids: torch.Tensor) -> torch.Tensor: ...      # long [...] -> [..., D]
-
-
-def eos_of(scorer: Any) -> int | None:
-    """The scorer's end-of-sequence id, or None (a tagger: one label per input position)."""
-    eos = getattr(scorer, "eos", None)
-    if eos is not None and not 0 <= int(eos) < scorer.n_labels:
-        raise ValueError(f"scorer eos id {eos} is out of range [0, {scorer.n_labels})")
-    return None if eos is None else int(eos)
-
-
-@contextmanager
-def reading(scorer: Any, normalisation: str) -> Iterator[Any]:
-    """Read ``scorer`` with ``normalisation`` (local | global) inside the block, then restore it."""
-    if normalisation not in NORMALISATIONS:
-        raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}")
-    before = scorer.normalisation
-    scorer.normalisation = normalisation
-    try:
-        yield scorer
-    finally:
-        scorer.normalisation = before
-
-
-def step_scores(raw: torch.Tensor, normalisation: str) -> torch.Tensor:
-    """The scores a decoder sees from a network's raw outputs [..., V]: ``log_softmax`` over the
-    last axis (``local``) or the raw scores (``global``)."""
-    if normalisation == "local":
-        return torch.log_softmax(raw, -1)
-    if normalisation == "global":
-        return raw
-    raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}")
-
-
 # -- input checks ---------------------------------------------------------------------------------
-def check_beam_size(k: int) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"beam size k must be an integer >= 1, got {k!r}")
-
-
 def check_alpha(alpha: float) -> None:
     a = float(alpha)
     if not a > 0 or a != a or a == float("inf"):
         raise ValueError(f"alpha (the peaked-softmax temperature) must be a finite number > 0, got {alpha!r}")
-
-
-def check_mask(mask: torch.Tensor) -> None:
-    lengths = mask.sum(1)
-    if mask.shape[1] == 0 or bool((lengths == 0).any()):
-        bad = [] if mask.shape[1] == 0 else (lengths == 0).nonzero().flatten().tolist()
-        raise ValueError(f"empty sentence in the batch (rows {bad or 'all'}): every instance needs >= 1 step")
-
-
-def check_labels(labels: torch.Tensor, mask: torch.Tensor, n_labels: int, what: str = "labels") -> None:
-    """Labels at unmasked positions must lie in [0, n_labels)."""
-    real = labels[mask]
-    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= n_labels):
-        bad = int(real.max()) if int(real.max()) >= n_labels else int(real.min())
-        raise ValueError(f"{what}: label id {bad} is out of range [0, {n_labels})")
 
 
 # -- relaxations ----------------------------------------------------------------------------------
@@ -431,7 +343,6 @@ class SoftBeamConfig:
 
 
 def _result(res: SearchResult):
-    from components.inference.base import InferenceResult
     return InferenceResult(labels=res.labels, relaxed=None, energy=-res.score.detach(), stats=dict(res.stats))
 
 
@@ -439,7 +350,6 @@ class GreedyDecoder:
     needs: ClassVar[type] = StepScorer
 
     def __call__(self, scorer: StepScorer, batch: Any):
-        from components.inference.base import check
         check(self, scorer)
         return _result(greedy(scorer, batch))
 
@@ -451,7 +361,6 @@ class BeamDecoder:
         self.cfg = cfg
 
     def __call__(self, scorer: StepScorer, batch: Any):
-        from components.inference.base import check
         check(self, scorer)
         return _result(beam_search(scorer, batch, self.cfg.k))
 
@@ -463,6 +372,10 @@ class SoftBeamDecoder:
         self.cfg = cfg
 
     def __call__(self, scorer: StepScorer, batch: Any):
-        from components.inference.base import check
         check(self, scorer)
         return _result(soft_beam_search(scorer, batch, self.cfg.k, self.cfg.alpha))
+
+
+def make_greedy(cfg: GreedyConfig) -> GreedyDecoder:
+    """The ``INFERENCE`` builder of ``greedy``."""
+    return GreedyDecoder()

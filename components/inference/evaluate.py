@@ -5,11 +5,11 @@ and of the method's outputs, and decoding speed (sentences and tokens per second
 inference call alone, potentials excluded, as Tu & Gimpel time inference: the method sees a
 ``FixedPotentials`` energy whose potentials were computed before the clock started).
 
-:func:`evaluate_decoding` does the same for a decoder of a ``StepScorer`` (greedy, beam, soft
-beam): tagging metrics, the mean model score of its outputs and decoding speed.
+:func:`components.inference.evaluate_decoding.evaluate_decoding` does the same for a decoder of a
+``StepScorer`` (greedy, beam, soft beam).
 
-:func:`decode_dataset` is the one loop over a tagging dataset: evaluation here and a tagger's own
-argmax (``components.training.tagger.predict_tags``) both go through it.
+:func:`components.data.batching.decode_dataset` is the one loop over a tagging dataset: evaluation
+here and a tagger's own argmax (``components.training.tagger.predict_tags``) both go through it.
 """
 from __future__ import annotations
 
@@ -18,23 +18,11 @@ from typing import Any, Callable
 
 import torch
 
-from components.data.batching import TaggingDataset
+from components.data.batching import TaggingDataset, decode_dataset
 from components.data.vocab import Vocab
-from components.energies.base import ChainEnergy, FixedPotentials, require
+from components.energies.base import require
+from components.energies.chain import ChainEnergy, FixedPotentials
 from components.metrics.tagging import tagging_scores
-
-
-@torch.no_grad()
-def decode_dataset(ds: TaggingDataset, decode: Callable[[Any], torch.Tensor], labels: Vocab, *,
-                   batch_size: int = 64, device: str | torch.device = "cpu") -> list[list[str]]:
-    """The one loop over a tagging dataset: ``decode(batch) -> label ids [B, N]`` on every batch
-    (moved to ``device``); returns each sentence's label strings, in dataset order."""
-    preds: list[list[str] | None] = [None] * len(ds)
-    for batch in ds.batches(batch_size, device=device):
-        lab = decode(batch).cpu()
-        for b, i in enumerate(batch.index.tolist()):
-            preds[i] = [labels.tokens[j] for j in lab[b, :int(batch.lengths[b])].tolist()]
-    return preds  # type: ignore[return-value]
 
 
 @torch.no_grad()
@@ -75,30 +63,4 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
         out["energy_relaxed"] = float(inst_r.mean())
     if instances:
         return out, {"energy": inst_e.numpy(), "relaxed_energy": inst_r.numpy()}
-    return out
-
-
-@torch.no_grad()
-def evaluate_decoding(scorer: Any, method: Any, ds: TaggingDataset, labels: Vocab, metric: str, *,
-                      batch_size: int = 64, device: str | torch.device = "cpu") -> dict[str, float]:
-    """A ``StepScorer`` decoded by ``method`` (an ``INFERENCE`` decoder) on ``ds`` -> tagging
-    metrics (``score``), ``energy_pred`` (mean -s(y) of the outputs) and decoding speed."""
-    scorer.eval()
-    acc = {"energy": 0.0, "seconds": 0.0}
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-
-    def decode(batch) -> torch.Tensor:
-        sync()
-        t0 = time.perf_counter()
-        res = method(scorer, batch)
-        sync()
-        acc["seconds"] += time.perf_counter() - t0
-        acc["energy"] += float(res.energy.sum())
-        return res.labels
-
-    preds = decode_dataset(ds, decode, labels, batch_size=batch_size, device=device)
-    out = tagging_scores(metric, [s.tags for s in ds.sentences], preds)
-    n, seconds = len(ds), acc["seconds"]
-    out.update({"energy_pred": acc["energy"] / max(n, 1), "decode_seconds": seconds,
-                "decode_sentences_per_s": n / max(seconds, 1e-9)})
     return out

@@ -27,9 +27,10 @@ from typing import Any
 import torch
 
 from components.config import check_range
-from components.energies.base import ChainEnergy
+from components.energies.chain import ChainEnergy
 from components.inference.base import InferenceResult, check
-from components.inference.gradient_descent import GDConfig, SeededStarts, initial_logits
+from components.inference.gd_config import GDConfig
+from components.inference.gradient_descent import SeededStarts, initial_logits
 from components.inference.inference_net import warm_start_logits
 
 
@@ -77,3 +78,8 @@ class GradientDescentAdam:
             return InferenceResult(labels=labels, relaxed=q, energy=p.energy(labels),
                                    stats={"relaxed_energy": float(p.energy(q).mean()),
                                           "iterations": float(c.iterations)})
+
+
+def make_gd_adam(cfg: GDAdamConfig) -> GradientDescentAdam:
+    """The ``INFERENCE`` builder of ``gd_adam``."""
+    return GradientDescentAdam(cfg)

@@ -35,7 +35,7 @@ Warm start (Sec. 4.2.2): ``init_logits`` [B, N, L] (e.g. inference-network logit
 start; restarts ``r >= 1`` are *random* restarts drawn as above (warm start plus random restarts,
 so an oracle over restarts can only improve on the warm start). ``init_logits`` [R, B, N, L] sets
 every restart's start explicitly (used to compare against :func:`naive_oracle_grid` in
-``components.inference.oracle_bench``).
+``components.bench.oracle``).
 
 Outputs (:class:`GDResult`), with ``C = len(checkpoints)``, ``R = restarts``, ``K = len(lrs)``:
 
@@ -67,33 +67,14 @@ import torch
 from torch import Tensor
 
 from components.config import check_range, field_error
-from components.energies.base import ChainEnergy
+from components.energies.chain import ChainEnergy
+from components.inference.gd_config import GDConfig
 from components.inference.base import InferenceResult, check
 from components.inference.inference_net import warm_start_logits
 from components.structures import linear_chain
 
-__all__ = ["GDConfig", "GDInferenceConfig", "GDResult", "gradient_descent", "initial_logits", "relaxed_energy",
+__all__ = ["GDInferenceConfig", "GDResult", "gradient_descent", "initial_logits", "relaxed_energy",
            "GradientDescent", "SeededStarts"]
-
-
-@dataclass(frozen=True)
-class GDConfig:
-    """The paper's grid (appendix): learning rates, iteration counts N (checkpoints), momentum."""
-
-    lrs: tuple[float, ...] = (1e4, 5e3, 1e3, 500, 100, 50, 10, 5, 1)
-    checkpoints: tuple[int, ...] = (5, 10, 20, 30, 40, 50, 100, 500, 1000)
-    momentum: float = 0.9
-    restarts: int = 1
-    # z_0 ~ N(0, init_std^2): 0.01 is a near-uniform relaxed output. With N(0, 1) logits the softmax
-    # saturates, a large learning rate sends every position to a vertex in one step where the
-    # gradient vanishes, and GD stalls far from Viterbi (POS: ~40% accuracy instead of ~95%).
-    init_std: float = 0.01
-
-    def __post_init__(self):
-        check_range(self, nonempty=("lrs", "checkpoints"), positive=("lrs", "restarts"),
-                    nonnegative=("checkpoints", "init_std"), within={"momentum": "[0, 1)"})
-        if any(b <= a for a, b in zip(self.checkpoints, self.checkpoints[1:])):
-            raise field_error(self, "checkpoints", f"must be strictly increasing, got {list(self.checkpoints)}")
 
 
 @dataclass
@@ -350,3 +331,13 @@ class GradientDescent:
                                energy=res.energy[-1, 0, 0],
                                stats={"relaxed_energy": float(res.relaxed_energy[-1, 0, 0].mean()),
                                       "lr": self.cfg.lrs[0], "iterations": float(self.cfg.checkpoints[0])})
+
+
+def make_gd(cfg: GDInferenceConfig) -> GradientDescent:
+    """The ``INFERENCE`` builder of ``gd``."""
+    return GradientDescent(cfg)
+
+
+def make_gd_warm_start(cfg: GDInferenceConfig, net: Any) -> GradientDescent:
+    """The ``INFERENCE`` builder of ``gd_warm_start``: GD from an inference network's logits."""
+    return GradientDescent(cfg, warm_start=net)

@@ -53,7 +53,8 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from components.config import check_range
-from components.energies.base import ChainEnergy, ChainPotentials, require
+from components.energies.base import require
+from components.energies.chain import ChainEnergy, ChainPotentials
 from components.inference.base import InferenceResult, check
 
 __all__ = ["InfNetTrainConfig", "TailorConfig", "lambda_at", "infnet_logits", "token_ce", "infnet_loss",
@@ -375,3 +376,13 @@ def tailor(net: nn.Module, energy: Any, batch: Any, n_steps: int, lr: float, *,
     with torch.no_grad():
         return _result(batch, logits.detach(), p,
                        {"n_steps": float(n_steps), "energy_relaxed_start": start})
+
+
+def make_infnet(cfg: Any, net: nn.Module) -> InferenceNetwork:
+    """The ``INFERENCE`` builder of ``infnet`` (no settings)."""
+    return InferenceNetwork(net)
+
+
+def make_tailored(cfg: TailorConfig, net: nn.Module) -> TailoredInferenceNetwork:
+    """The ``INFERENCE`` builder of ``tailored_infnet``."""
+    return TailoredInferenceNetwork(net, cfg)

@@ -33,8 +33,8 @@ import torch
 from torch import Tensor
 
 from components.energies.mlm import MLMEnergy
-from components.inference.mcmc import (MHMLM, MHMLMConfig, block_log_q, mh_mlm_log_accept, proposal_log_probs,
-                                       temperature_at)
+from components.inference.mcmc.mlm_kernels import (MHMLM, MHMLMConfig, block_log_q, mh_mlm_log_accept,
+                                                   proposal_log_probs, temperature_at)
 from components.metrics.timing import TimingConfig, compare, ratio_metrics
 
 __all__ = ["naive_energy", "naive_proposal", "naive_log_accept", "NaiveResult", "naive_mh", "acceptance_gap",

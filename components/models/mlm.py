@@ -41,22 +41,30 @@ Networks:
 Both Transformers are pre-LN (``norm_first``, a final LayerNorm), ReLU feed-forward layers of
 width F, input embeddings scaled by sqrt(D) and (by default) tied to the output layer as in
 fairseq's Mask-Predict models.
+
+A trained conditional MLM's folder (:func:`save_cmlm` / :func:`load_cmlm`): ``model.pt`` (weights)
+and ``model.json`` (``kind`` = :data:`CMLM_KIND`, its ``CMLMConfig``, vocabulary sizes, special
+ids, allowed ids) — what the ``cmlm`` stage writes and the sampling and bench stages read.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from components.config import check_range
+from components.config import check_range, from_dict
 from components.data.translation import EOS, PAD, UNK
+from components.io import atomic_path, write_json
 
 __all__ = ["MaskedLM", "BiLSTMMLMConfig", "BiLSTMMLM", "check_tokens", "TransformerMLMConfig", "TransformerMLM",
-           "CMLMConfig", "CMLMContext", "ConditionalMLM"]
+           "CMLMConfig", "CMLMContext", "ConditionalMLM", "CMLM_KIND", "save_cmlm", "load_cmlm"]
 
 
 @runtime_checkable
@@ -458,3 +466,43 @@ class ConditionalMLM(nn.Module):
         if logits.shape[1] < T:
             logits = nn.functional.pad(logits, (0, 0, 0, T - logits.shape[1]))
         return logits.masked_fill(~self.allowed, float("-inf"))
+
+
+# ------------------------------------------------------------------------------------------------
+# A trained conditional MLM's folder
+# ------------------------------------------------------------------------------------------------
+
+#: ``model.json``'s ``kind`` for a conditional MLM (``components.checkpoints`` covers the tagging models).
+CMLM_KIND = "cmlm"
+
+
+def save_cmlm(model: ConditionalMLM, folder: str | Path, task: Any, cfg: CMLMConfig) -> None:
+    """Write ``model.pt`` (weights) and ``model.json`` (``kind``, ``config``: the ``CMLMConfig``,
+    ``sizes``: source / target vocabulary sizes, the special ids) into ``folder`` (created),
+    each atomically."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(folder / "model.pt") as tmp:
+        torch.save(model.state_dict(), tmp)
+    write_json(folder / "model.json", {"kind": CMLM_KIND, "config": dataclasses.asdict(cfg),
+                                       "sizes": {"n_src": int(model.src_vocab), "n_tgt": int(model.vocab_size)},
+                                       "special": {"pad": model.pad, "unk": model.unk, "eos": model.eos},
+                                       "allowed": model.allowed.cpu().tolist()})
+
+
+def load_cmlm(folder: str | Path, device: Any = "cpu") -> ConditionalMLM:
+    """The :class:`ConditionalMLM` saved by :func:`save_cmlm`, in eval mode with gradients off
+    (sampling and decoding never train it)."""
+    folder = Path(folder)
+    meta_path, weights = folder / "model.json", folder / "model.pt"
+    if not meta_path.exists() or not weights.exists():
+        raise FileNotFoundError(f"{folder}: no trained conditional MLM (model.pt and model.json); run the cmlm stage")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("kind") != CMLM_KIND:
+        raise ValueError(f"{meta_path}: kind {meta.get('kind')!r}, expected {CMLM_KIND!r}")
+    cfg = from_dict(CMLMConfig, meta["config"], where=f"{meta_path}:config")
+    sp = meta["special"]
+    model = ConditionalMLM(meta["sizes"]["n_src"], meta["sizes"]["n_tgt"], cfg, allowed=torch.tensor(meta["allowed"]),
+                           pad=sp["pad"], unk=sp["unk"], eos=sp["eos"])
+    model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
+    return model.to(device).eval().requires_grad_(False)

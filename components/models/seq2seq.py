@@ -7,7 +7,7 @@ previous symbol ; encoder state i] — the fixed attention to the i-th input whe
 label, no attention parameters — and whose output layer reads [decoder state ; encoder state i].
 The decoder starts from a state computed from the encoder (``init: encoder``: tanh of a linear map
 of the encoder's summary, the last state of each direction) or from zeros (``init: zeros``; Goyal
-2019's ablation). Scores are read through ``components.inference.beam.step_scores``: log-softmax
+2019's ablation). Scores are read through ``components.models.step_scorer.step_scores``: log-softmax
 (``normalisation: local``, the default) or raw (``global``).
 
 Costs per step: O(B k H (H + D_label + E)) for the decoder cell and O(B k V (H + E)) for the
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from components.config import check_range
-from components.inference.beam import NORMALISATIONS, BeamState, check_mask, step_scores
+from components.models.step_scorer import NORMALISATIONS, BeamState, check_mask, step_scores
 from components.models.encoders import WordEmbedding
 
 

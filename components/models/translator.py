@@ -19,7 +19,7 @@ start-symbol embedding at t = 1):
     raw_t    = W_o [h_t ; ctx_t ; y_{t-1}] + b_o   [B, k, V]   (Bahdanau's deep output reads
                                                                the state, context and previous symbol)
 
-Scores are read through ``components.inference.beam.step_scores``: log-softmax (``local``) or raw
+Scores are read through ``components.models.step_scorer.step_scores``: log-softmax (``local``) or raw
 (``global``); ``normalisation`` is a plain attribute so an objective may switch the reading.
 
 Costs: the encoder O(B S H (D + H)) and the key projection O(B S H A), once per batch; per step
@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from components.config import check_range
-from components.inference.beam import NORMALISATIONS, BeamState, check_beam_size, step_scores
+from components.models.step_scorer import NORMALISATIONS, BeamState, check_beam_size, step_scores
 
 
 @dataclass(frozen=True)

@@ -57,19 +57,17 @@ from components.reports.curves import close  # noqa: E402
 from components.reports.findings import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Side, compare,  # noqa: E402
                                          counts, holds, table)
 from components.reports.findings import row as finding_row  # noqa: E402
-from components.training import OBJECTIVES as TRAINING_OBJECTIVES  # noqa: E402
-from components.training.studies import PROCEDURES as STUDY_PROCEDURES  # noqa: E402
 
-# the names are the registries' (objectives, in the paper's table order) and the study's procedures;
-# the report only adds display labels, keyed by those names
-# the study's objectives (the search-aware study's step objectives share the registry)
-OBJECTIVES = tuple(n for n, e in TRAINING_OBJECTIVES.items() if e.meta["structure"] in ("chain", "grid"))
+# the rows and columns the report prints, keyed by the registries' names (objectives of
+# components.training.registry in the paper's table order; the study's procedures of
+# components.training.studies): reports import no registry (tests/reports check the names agree)
 OBJECTIVE_LABEL = {"marginal_ce": "Cross-entropy", "ssvm": "Structured SVM", "nll": "Log-likelihood",
                    "mean_field_ce": "Cross-entropy (MF)", "gcrf_ce": "Cross-entropy (GCRF, softmax of s*)"}
-PROCEDURES = tuple(STUDY_PROCEDURES)
+OBJECTIVES = tuple(OBJECTIVE_LABEL)
 TABLE2_COLUMNS = ("stage", "joint", "online", "offline", "offline_reg")
 COLUMN_LABEL = {"unary": "unary", "stage": "stage", "joint": "joint", "online": "online", "offline": "offline",
                 "offline_reg": "offline (reg)", "temperature": "TEMP", "fixed_alpha": "fixed α"}
+PROCEDURES = tuple(k for k in COLUMN_LABEL)
 ACTIVATIONS = ("relu", "sigmoid", "none")
 PAPER_ROWS = ("OCR", "Chunking", "Bin. segm.")
 

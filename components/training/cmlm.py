@@ -51,6 +51,8 @@ from torch import Tensor
 
 from components.config import check_range, field_error
 from components.data.sampling import subsample_indices
+from components.inference.mask_predict import mask_predict
+from components.metrics.bleu import corpus_bleu
 
 __all__ = ["CMLMBatch", "CMLMTrainConfig", "CMLMTrainResult", "CMLMEvalSet", "cmlm_batch", "uniform_masking",
            "ratio_masking", "mask_predict_loss", "unigram_log_probs", "make_eval_set", "evaluate_cmlm", "train_cmlm"]
@@ -384,53 +386,8 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
 
 
 # ------------------------------------------------------------------------------------------------
-# A trained model's folder, and what the stages read from it
+# What the stages read from a trained model (its folder: components.models.mlm.save_cmlm / load_cmlm)
 # ------------------------------------------------------------------------------------------------
-
-#: ``model.json``'s ``kind`` for a conditional MLM (``components.checkpoints`` covers the tagging models).
-CMLM_KIND = "cmlm"
-
-
-def save_cmlm(model: Any, folder: Any, task: Any, cfg: Any) -> None:
-    """Write ``model.pt`` (weights) and ``model.json`` (``kind``, ``config``: the ``CMLMConfig``,
-    ``sizes``: source / target vocabulary sizes, the special ids) into ``folder`` (created),
-    each atomically."""
-    import dataclasses
-    from pathlib import Path
-
-    from components.io import atomic_path, write_json
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(folder / "model.pt") as tmp:
-        torch.save(model.state_dict(), tmp)
-    write_json(folder / "model.json", {"kind": CMLM_KIND, "config": dataclasses.asdict(cfg),
-                                       "sizes": {"n_src": int(model.src_vocab), "n_tgt": int(model.vocab_size)},
-                                       "special": {"pad": model.pad, "unk": model.unk, "eos": model.eos},
-                                       "allowed": model.allowed.cpu().tolist()})
-
-
-def load_cmlm(folder: Any, device: Any = "cpu") -> Any:
-    """The :class:`components.models.mlm.ConditionalMLM` saved by :func:`save_cmlm`, in eval mode
-    with gradients off (sampling and decoding never train it)."""
-    import json
-    from pathlib import Path
-
-    from components.config import from_dict
-    from components.models.mlm import CMLMConfig, ConditionalMLM
-    folder = Path(folder)
-    meta_path, weights = folder / "model.json", folder / "model.pt"
-    if not meta_path.exists() or not weights.exists():
-        raise FileNotFoundError(f"{folder}: no trained conditional MLM (model.pt and model.json); run the cmlm stage")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("kind") != CMLM_KIND:
-        raise ValueError(f"{meta_path}: kind {meta.get('kind')!r}, expected {CMLM_KIND!r}")
-    cfg = from_dict(CMLMConfig, meta["config"], where=f"{meta_path}:config")
-    sp = meta["special"]
-    model = ConditionalMLM(meta["sizes"]["n_src"], meta["sizes"]["n_tgt"], cfg, allowed=torch.tensor(meta["allowed"]),
-                           pad=sp["pad"], unk=sp["unk"], eos=sp["eos"])
-    model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
-    return model.to(device).eval().requires_grad_(False)
-
 
 def _chunks(n: int, size: int):
     for s in range(0, n, size):
@@ -455,8 +412,6 @@ def decode_bleu(model: Any, dataset: Any, vocab: Any, cfg: Any, *, batch_size: i
     pair of ``dataset`` in order, detokenise with the target ``vocab`` and score corpus BLEU against
     the references: ``{"bleu", "hypotheses", "mean_length", "signature"...}`` (see
     :func:`components.metrics.bleu.corpus_bleu`)."""
-    from components.inference.mask_predict import mask_predict
-    from components.metrics.bleu import corpus_bleu
     device = model.allowed.device
     hyps: list[str] = []
     lengths: list[int] = []

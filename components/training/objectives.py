@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from components.config import check_range
-from components.energies.base import ChainPotentials
+from components.energies.chain import ChainPotentials
 from components.structures import linear_chain, mean_field
 
 _EPS = 1e-12

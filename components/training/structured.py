@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from components.config import ConfigError, check_range
 from components.inference.oracle import instance_counts
-from components.training import OBJECTIVES, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
 from components.training.loop import FitState, TrainConfig, fit
 from components.training.scaling import ScaledModel
 

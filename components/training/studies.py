@@ -45,7 +45,7 @@ from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.models.lenet import LeNetConfig, LeNetUnary
 from components.models.mlp import MLPUnary, MLPUnaryConfig
 from components.registry import Registry
-from components.training import OBJECTIVES, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
 from components.training.guard import check_learned
 from components.training.scaling import SCALINGS, ScaledModel
 from components.training.structured import (ChainTask, GridTask, ProcedureConfig, StructuredTask, evaluate,

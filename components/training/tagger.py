@@ -9,9 +9,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from components.data.batching import TaggingBatch, TaggingDataset
+from components.data.batching import TaggingBatch, TaggingDataset, decode_dataset
 from components.data.vocab import Vocab
-from components.inference.evaluate import decode_dataset
 from components.metrics.tagging import tagging_scores
 
 

@@ -36,11 +36,12 @@ import torch
 from components import checkpoints
 from components.config import load_section, resolve_device
 from components.data.tasks import load_tagging_task
-from components.inference import INFERENCE
+from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
 from components.inference.gd_select import dev_tuned_select, min_energy_select
 from components.inference.oracle import oracle_select
-from components.inference.study import ApproxStudyConfig, gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
+from components.inference.study_config import ApproxStudyConfig
+from components.inference.study import gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
 from components.metrics.correlation import spearman
 from components.training.infnet import variant_name
 from components.training.lm import LM_KINDS, tagging_lm_perplexities

@@ -40,8 +40,8 @@ import torch
 from components.config import ConfigError, check_range, field_error, from_dict, load_section
 from components.data.translation import TranslationConfig
 from components.energies.mlm import ENERGY_KINDS, MLMEnergy
-from components.inference.chains import shard_batch
-from components.inference.mcmc import MHMLMConfig
+from components.inference.mcmc.mlm_kernels import MHMLMConfig
+from components.inference.mcmc.traces import shard_batch
 from components.inference.mcmc_bench import compare_mh
 from components.models.mlm import CMLMConfig, ConditionalMLM
 from components.io import write_text
@@ -49,12 +49,13 @@ from components.metrics.timing import TimingConfig, compare, load_average, ratio
 from components.structures import linear_chain
 from components.data.tasks import load_tagging_task
 from components import checkpoints
-from components.inference.gradient_descent import GDConfig, gradient_descent, initial_logits
-from components.inference.study import ApproxStudyConfig
-from components.inference.oracle_bench import naive_oracle_grid
-from components.inference.beam_bench import compare_decoding, compare_train_epochs
+from components.inference.gd_config import GDConfig
+from components.inference.gradient_descent import gradient_descent, initial_logits
+from components.inference.study_config import ApproxStudyConfig
+from components.bench.oracle import naive_oracle_grid
+from components.bench.beam import compare_decoding, compare_train_epochs
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
-from components.structures.baselines import PytorchCRF, TorchStruct
+from components.bench.crf_libraries import PytorchCRF, TorchStruct
 from flows.stages.common import StageContext, main
 
 

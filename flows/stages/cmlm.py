@@ -29,8 +29,8 @@ import torch
 from components.config import BaseConfig, check_range, field_error, load_section, resolve_device, set_dotted
 from components.data.translation import TranslationConfig, load_translation_task
 from components.inference.mask_predict import MaskPredictConfig
-from components.models.mlm import CMLMConfig, ConditionalMLM
-from components.training.cmlm import CMLMTrainConfig, decode_bleu, load_cmlm, save_cmlm, train_cmlm
+from components.models.mlm import CMLMConfig, ConditionalMLM, load_cmlm, save_cmlm
+from components.training.cmlm import CMLMTrainConfig, decode_bleu, train_cmlm
 from flows.stages.common import StageContext, main
 from flows.sweeps import ResourcesConfig, SweepConfig, check_metric, check_sweep_space, copy_checkpoint, epoch_bar, run_sweep
 

@@ -16,7 +16,7 @@ from typing import Any
 from components import checkpoints
 from components.config import ConfigError, check_range
 from components.recipes import recipe
-from components.inference import INFERENCE
+from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
 from components.inference.inference_net import InfNetObjective, InfNetTrainConfig
 from components.models.infnets import InfNetConfig, build_infnet

@@ -1,21 +1,31 @@
 """Stage ``mcmc``: masked LMs as energies, sampled by many parallel Metropolis–Hastings chains
 (thesis ch. 6, Sec. 6.6–6.8), and the chapter's report ``reports/goyal_mlm/``.
 
-The conditional MLM of the ``cmlm`` stage is read as two energies (``ENERGIES``: ``mlm_raw``,
-``mlm_norm``) and sampled, for the test verses whose source has at most
-``mcmc.data.max_source_words`` words (the thesis: 20), at the target length the model predicts:
+The conditional MLM of the ``cmlm`` stage is read as two energies (E_raw, E_norm) and sampled, for
+the test verses whose source has at most ``mcmc.data.max_source_words`` words (the thesis: 20), at
+the target length the model predicts. What runs is what params name:
 
-- ``main`` (Figure 6.2): MH with E_raw, MH with E_norm, the degenerate Gibbs sampler (``deg``);
-- ``temperature`` / ``nucleus`` (Tables 6.2, 6.3): norm and deg under tempered / nucleus proposals;
-- ``block`` (Table 6.4, Figure 6.3): block MH (raw, norm) and block Gibbs, block size annealed;
-- ``anneal`` (Table 6.5, Figure 6.4): MH with the target's temperature lowered every sweep;
-- ``full`` (Table 6.6): warm-started, tempered proposals, annealed target, on ``full_sentences``,
-  against mask-predict and the warm start itself.
+- ``mcmc.schemes``: name -> a ``SAMPLERS`` entry (``sampler``), the energy it targets (``energy``:
+  raw | norm), the report's ``label`` and the sampler's own settings (``config``). The thesis's:
+  ``raw`` / ``norm`` (``mh_mlm`` with E_raw / E_norm) and ``deg`` (``gibbs_mlm``, degenerate Gibbs).
+- ``mcmc.groups``: name -> the ``schemes`` it runs, in order, optionally swept over one sampler
+  setting (``vary`` over ``values``: the runs go value by value, then scheme by scheme), with
+  settings of its own (``config``), a ``block`` tag for the report and the sentence ``set``
+  (``short`` | ``full``). The thesis's: ``main`` (Figure 6.2), ``temperature`` / ``nucleus``
+  (Tables 6.2, 6.3), ``block`` (Table 6.4, Figure 6.3), ``anneal`` (Table 6.5, Figure 6.4),
+  ``full`` (Table 6.6, on ``full_sentences``, against mask-predict and the warm start itself).
+
+A run's sampler config is ``{seed, init: uniform}``, then the scheme's ``config``, the group's
+``config`` and the group's ``vary: value``, keeping only the keys the sampler's config has (a
+group's target-temperature settings do not reach the Gibbs sampler, which has no target
+temperature); a key that none of a group's samplers has is an error. Adding a sampler: its module,
+its ``SAMPLERS`` line, a ``mcmc.schemes`` entry and its name in a group; the report lists it.
 
 Every configuration runs ``chains`` chains per sentence for ``burn_in + sweeps`` sweeps (one sweep
 = every position once, in a random order). Configurations x sentence chunks are shards: Ray tasks
-(``flows.parallel.sharded_map``, a GPU each where present), each vectorised over its chains and
-sentences; a configuration identical to another (temperature 1 or nucleus 1 = main) is run once.
+(``flows.parallel.sharded_map``, a GPU each where present; :func:`run_shard` loads the model in the
+worker), each vectorised over its chains and sentences; a configuration identical to another
+(temperature 1 or nucleus 1 = main) is run once.
 
 Outputs: ``data/mcmc/traces.parquet`` (one row per run, sweep, chain and sentence: energy, E_norm,
 accepted, novel, Hamming distance to the start, text, sentence BLEU; also logged to MLflow),
@@ -29,27 +39,27 @@ import dataclasses
 import json
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Literal
 
 import pandas as pd
+import sacrebleu
 import torch
 
 from components.config import ConfigError, check_range, field_error, from_dict, load_section, resolve_device
-from components.data.translation import TranslationConfig, load_translation_task
-from components.inference.chains import ShardSpec, run_shard, summarise_run
+from components.data.translation import SubwordVocab, TranslationConfig, load_translation_task
+from components.energies.mlm import MLMEnergy, MLMEnergyConfig
 from components.inference.mask_predict import MaskPredictConfig
-from components.inference.mcmc import SAMPLERS
+from components.inference.mcmc.registry import SAMPLERS
+from components.inference.mcmc.traces import run_traced, shard_batch, summarise_run, trace_rows
 from components.io import atomic_path
+from components.models.mlm import load_cmlm
 from components.reports.goyal_mlm import write_report
-from components.training.cmlm import decode_bleu, load_cmlm, predict_lengths
+from components.training.cmlm import decode_bleu, predict_lengths
 from flows.parallel import sharded_map
 from flows.stages.common import StageContext, main
 from flows.sweeps import ResourcesConfig
-
-SCHEMES = {"raw": ("mh_mlm", "raw"), "norm": ("mh_mlm", "norm"), "deg": ("gibbs_mlm", "norm")}
-
 
 @dataclass(frozen=True)
 class MCMCDataConfig:
@@ -64,27 +74,58 @@ class MCMCDataConfig:
 
 
 @dataclass(frozen=True)
-class MCMCRunsConfig:
-    temperatures: tuple[float, ...] = (2.0, 1.5, 1.0, 0.8, 0.5)     # Table 6.2
-    nuclei: tuple[float, ...] = (1.0, 0.99, 0.95, 0.9, 0.8)        # Table 6.3
-    block_size: int = 4                 # Table 6.4: annealed linearly from this ...
-    block_anneal_sweeps: int = 20       # ... to 1 at this sweep
-    anneal_steps: tuple[float, ...] = (0.02, 0.04, 0.06)          # Table 6.5
-    min_temperature: float = 0.05
-    full_proposal_temperature: float = 0.8     # Table 6.6's setup
-    full_anneal_step: float = 0.02
-    full_accept_first: int = 2
+class SchemeConfig:
+    """A sampler run on one energy: ``mcmc.schemes.<name>``."""
+    sampler: str                        # a SAMPLERS name
+    energy: Literal["raw", "norm"] = "norm"     # the target: E_raw or E_norm of the CMLM
+    label: str = ""                     # what the report prints ("": the scheme's name)
+    config: dict[str, Any] = field(default_factory=dict)   # the sampler's settings in every group
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """Runs of several schemes under the same settings: ``mcmc.groups.<name>``."""
+    schemes: tuple[str, ...]            # names of mcmc.schemes, in run order
+    vary: str = ""                      # a sampler setting swept over `values` ("": one run a scheme)
+    values: tuple[Any, ...] = ()        # written as the setting expects (2.0 for a float)
+    config: dict[str, Any] = field(default_factory=dict)   # settings of every run of the group
+    block: str = "single"               # the report's tag: single-site or annealed block proposals
+    set: Literal["short", "full"] = "short"     # which sentences
 
     def __post_init__(self):
-        check_range(self, positive=("temperatures", "block_size", "block_anneal_sweeps", "anneal_steps",
-                                    "min_temperature", "full_proposal_temperature"),
-                    nonnegative=("full_anneal_step", "full_accept_first"), within={"nuclei": "(0, 1]"})
+        check_range(self, nonempty=("schemes",))
+        if bool(self.vary) != bool(self.values):
+            raise field_error(self, "values", f"vary ({self.vary!r}) and values ({list(self.values)}) go together")
+
+
+def _schemes() -> dict[str, SchemeConfig]:
+    return {"raw": SchemeConfig("mh_mlm", "raw", "MH, E_raw (raw)"),
+            "norm": SchemeConfig("mh_mlm", "norm", "MH, E_norm (norm)"),
+            "deg": SchemeConfig("gibbs_mlm", "norm", "degenerate Gibbs (deg)")}
+
+
+def _groups() -> dict[str, GroupConfig]:
+    """The thesis's design (paper scale)."""
+    return {
+        "main": GroupConfig(("raw", "norm", "deg")),
+        "temperature": GroupConfig(("norm", "deg"), "proposal_temperature", (2.0, 1.5, 1.0, 0.8, 0.5)),   # Table 6.2
+        "nucleus": GroupConfig(("norm", "deg"), "top_p", (1.0, 0.99, 0.95, 0.9, 0.8)),                     # Table 6.3
+        "block": GroupConfig(("deg", "raw", "norm"), block="annealed",                                      # Table 6.4
+                             config={"block_size": 4, "block_size_final": 1, "block_anneal_sweeps": 20,
+                                     "clip_block": True}),
+        "anneal": GroupConfig(("norm", "raw"), "anneal_step", (0.02, 0.04, 0.06),                          # Table 6.5
+                              config={"min_temperature": 0.05}),
+        "full": GroupConfig(("deg", "norm", "raw"), set="full",                                             # Table 6.6
+                            config={"init": "warm", "proposal_temperature": 0.8, "anneal_step": 0.02,
+                                    "min_temperature": 0.05, "accept_first_sweeps": 2}),
+    }
 
 
 @dataclass(frozen=True)
 class MCMCStageConfig:
     data: MCMCDataConfig = MCMCDataConfig()
-    runs: MCMCRunsConfig = MCMCRunsConfig()
+    schemes: dict[str, SchemeConfig] = field(default_factory=_schemes)
+    groups: dict[str, GroupConfig] = field(default_factory=_groups)
     chains: int = 5                     # >= 5 per configuration (the thesis)
     burn_in: int = 7
     sweeps: int = 26
@@ -106,49 +147,103 @@ class MCMCStageConfig:
             raise field_error(self, "chains", f"must be >= 2 (R-hat compares chains), got {self.chains}")
         if self.sweeps < 4:
             raise field_error(self, "sweeps", f"must be >= 4 sampling sweeps (R-hat / ESS), got {self.sweeps}")
+        if not self.groups:
+            raise field_error(self, "groups", "must name at least one group of runs")
 
 
-def load_config(params: dict[str, Any]) -> MCMCStageConfig:
+def load_config(params: dict[str, Any], samplers: Any = SAMPLERS) -> MCMCStageConfig:
     cfg = load_section(MCMCStageConfig, "mcmc", params)
-    for run in design(cfg):                              # every sampler config is valid before any work
-        SAMPLERS.config(run["sampler"], run["config"], where=f"mcmc run {run['name']}")
+    for name, s in cfg.schemes.items():
+        samplers.check(s.sampler, f"mcmc.schemes.{name}.sampler")
+    for run in design(cfg, samplers):                    # every sampler config is valid before any work
+        samplers.config(run["sampler"], run["config"], where=f"mcmc run {run['name']}")
     return cfg
 
 
-def design(cfg: MCMCStageConfig) -> list[dict[str, Any]]:
-    """The configurations: ``name, group, value, scheme, block, sampler, config, energy, set``."""
-    r = cfg.runs
+def _fields(samplers: Any, sampler: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(samplers[sampler].config) if f.init}
+
+
+def design(cfg: MCMCStageConfig, samplers: Any = SAMPLERS) -> list[dict[str, Any]]:
+    """The configurations, in params order (group, then value, then scheme): ``name, group, value,
+    scheme, block, sampler, config, energy, set``. ``samplers``: the registry the names are read in."""
     out: list[dict[str, Any]] = []
-
-    def add(group: str, value: Any, scheme: str, block: str = "single", sset: str = "short", **over: Any) -> None:
-        sampler, energy = SCHEMES[scheme]
-        c: dict[str, Any] = {"seed": cfg.seed, "init": "uniform", **over}
-        if sampler == "gibbs_mlm":
-            for k in ("temperature", "anneal_step", "min_temperature", "accept_first_sweeps"):
-                c.pop(k, None)
-        name = f"{group}/{scheme}" + ("" if value is None else f"/{value}")
-        out.append({"name": name, "group": group, "value": value, "scheme": scheme, "block": block,
-                    "sampler": sampler, "config": c, "energy": energy, "set": sset})
-
-    for s in ("raw", "norm", "deg"):
-        add("main", None, s)
-    for t in r.temperatures:
-        for s in ("norm", "deg"):
-            add("temperature", t, s, proposal_temperature=t)
-    for p in r.nuclei:
-        for s in ("norm", "deg"):
-            add("nucleus", p, s, top_p=p)
-    for s in ("deg", "raw", "norm"):
-        add("block", None, s, block="annealed", block_size=r.block_size, block_size_final=1,
-            block_anneal_sweeps=r.block_anneal_sweeps, clip_block=True)
-    for a in r.anneal_steps:
-        for s in ("norm", "raw"):
-            add("anneal", a, s, anneal_step=a, min_temperature=r.min_temperature)
-    for s in ("deg", "norm", "raw"):
-        add("full", None, s, sset="full", init="warm", proposal_temperature=r.full_proposal_temperature,
-            anneal_step=r.full_anneal_step, min_temperature=r.min_temperature,
-            accept_first_sweeps=r.full_accept_first)
+    for g, grp in cfg.groups.items():
+        where = f"mcmc.groups.{g}"
+        unknown = [s for s in grp.schemes if s not in cfg.schemes]
+        if unknown:
+            raise ConfigError(f"{where}.schemes: unknown {unknown}; mcmc.schemes defines {sorted(cfg.schemes)}")
+        fields = {s: _fields(samplers, cfg.schemes[s].sampler) for s in grp.schemes}
+        for key in [*grp.config, *([grp.vary] if grp.vary else [])]:
+            if not any(key in f for f in fields.values()):
+                raise ConfigError(f"{where}: {key!r} is a setting of none of its samplers "
+                                  f"({sorted({cfg.schemes[s].sampler for s in grp.schemes})})")
+        for value in (grp.values if grp.vary else (None,)):
+            for s in grp.schemes:
+                scheme = cfg.schemes[s]
+                over = {**scheme.config, **grp.config, **({grp.vary: value} if grp.vary else {})}
+                c = {k: v for k, v in {"seed": cfg.seed, "init": "uniform", **over}.items() if k in fields[s]}
+                name = f"{g}/{s}" + ("" if value is None else f"/{value}")
+                out.append({"name": name, "group": g, "value": value, "scheme": s, "block": grp.block,
+                            "sampler": scheme.sampler, "config": c, "energy": scheme.energy, "set": grp.set})
     return out
+
+
+def labels(cfg: MCMCStageConfig) -> dict[str, str]:
+    """The report's label of each scheme."""
+    return {name: s.label or name for name, s in cfg.schemes.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# One shard of a sharded run (a Ray task): everything it needs is in the spec, the model is loaded
+# from its folder by the worker itself.
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShardSpec:
+    run: str                              # the configuration's key (kept on every row)
+    model_dir: str                        # a saved conditional MLM (components.models.mlm.save_cmlm)
+    sampler: str                          # SAMPLERS name
+    sampler_config: dict                  # its config, as a mapping
+    energy: str                           # "raw" | "norm"
+    chains: int
+    steps: int                            # burn-in + sampling sweeps
+    sources: tuple                        # per sentence: source subword ids
+    lengths: tuple                        # per sentence: the target length sampled
+    references: tuple                     # per sentence: the reference text
+    sentence_ids: tuple
+    y0: tuple | None = None               # per sentence: the start (ids), or None (the config's init)
+    device: str = "cpu"
+    threads: int = 1
+    max_rows: int = 0                     # MLMEnergyConfig.max_rows
+
+
+def run_shard(spec: ShardSpec, on_sweep: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``spec.chains`` chains per sentence of the shard and return its ``trace_rows``, each
+    row tagged with ``run``."""
+    torch.set_num_threads(max(1, spec.threads))
+    model = load_cmlm(spec.model_dir, device=spec.device)
+    vocab = SubwordVocab.load(f"{spec.model_dir}/vocab/tgt.model")
+    ecfg = MLMEnergyConfig(max_rows=spec.max_rows)
+    energy = MLMEnergy(model, spec.energy, ecfg)
+    norm = energy if spec.energy == "norm" else MLMEnergy(model, "norm", ecfg)
+    sampler = SAMPLERS.build(spec.sampler, SAMPLERS.config(spec.sampler, dict(spec.sampler_config),
+                                                           where=f"mcmc run {spec.run}"))
+    batch = shard_batch(spec.sources, spec.lengths, spec.device)
+    y0 = None
+    if spec.y0 is not None:
+        N = int(batch.mask.shape[1])
+        y0 = torch.zeros(len(spec.y0), N, dtype=torch.long)
+        for i, s in enumerate(spec.y0):
+            y0[i, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        y0 = y0.to(spec.device)
+    trace = run_traced(sampler, energy, norm, batch, chains=spec.chains, steps=spec.steps, y0=y0, on_sweep=on_sweep)
+    rows = trace_rows(trace, decode=vocab.decode, references=list(spec.references),
+                      sentence_ids=list(spec.sentence_ids),
+                      sentence_bleu=lambda h, r: float(sacrebleu.sentence_bleu(h, [r]).score))
+    for r in rows:
+        r["run"] = spec.run
+    return rows
 
 
 def _key(run: dict[str, Any]) -> str:
@@ -256,7 +351,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                              if isinstance(r.get(k), (int, float))})
     exact_path = ctx.path(cfg.exact_metrics)
     exact = json.loads(exact_path.read_text()) if exact_path.exists() else None
-    files = write_report(exact, metrics, ctx.path(cfg.report_dir))
+    files = write_report(exact, metrics, ctx.path(cfg.report_dir), labels=labels(cfg))
     for p in files.values():
         ctx.tracker.log_artifact(Path(p), "goyal_mlm")
     return metrics

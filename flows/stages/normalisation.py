@@ -44,8 +44,8 @@ from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_r
                                resolve_device)
 from components.data.tasks import load_tagging_task
 from components.data.translation import TranslationConfig, load_translation_task
-from components.inference import INFERENCE
-from components.inference.evaluate import evaluate_decoding
+from components.inference.registry import INFERENCE
+from components.inference.evaluate_decoding import evaluate_decoding
 from components.inference.evaluate_translation import evaluate_translation
 from components.io import write_json
 from components.metrics.bleu import bleu_by_source_length, corpus_bleu
@@ -53,7 +53,7 @@ from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.models.translator import AttentionTranslator, TranslatorConfig
 from components.recipes import recipe
 from components.reports.goyal_2019 import write_report
-from components.training import OBJECTIVES
+from components.training.registry import OBJECTIVES
 from components.training.loop import TrainConfig, fit
 from components.training.normalisation import log_z_stats
 from flows.lifecycle import work_dir

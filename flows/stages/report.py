@@ -10,7 +10,7 @@ from typing import Any
 from components.config import load_section
 from components.io import atomic_path, write_text
 from components.reports.curves import close
-from components.inference.study import ApproxStudyConfig
+from components.inference.study_config import ApproxStudyConfig
 from components.reports.tu_gimpel import findings_counts, report
 from flows.stages.common import StageContext, main
 

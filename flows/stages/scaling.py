@@ -39,7 +39,7 @@ from components.config import BaseConfig, ConfigError, load_section, resolve_dev
 from components.io import write_json, write_text
 from components.reports import shevchenko_osokin as report
 from components.training.structured import PHASES
-from components.training import SCALINGS
+from components.training.scaling import SCALINGS
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
 from flows.stages.common import StageContext, main, numeric
 from flows.sweeps import ResourcesConfig, SweepConfig, epoch_bar, report_final, run_sweep

@@ -33,20 +33,21 @@ import torch
 from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_range, from_dict, load_section,
                                resolve_device)
 from components.data.tasks import load_tagging_task
-from components.inference import INFERENCE, StepScorer
-from components.inference.evaluate import evaluate_decoding
+from components.inference.registry import INFERENCE
+from components.models.step_scorer import StepScorer
+from components.inference.evaluate_decoding import evaluate_decoding
 from components.io import write_json
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
 from components.reports.goyal_2018 import write_report
-from components.training import OBJECTIVES
+from components.training.registry import OBJECTIVES
 from components.training.loop import TrainConfig, fit
 from flows.lifecycle import work_dir
 from flows.stages.common import StageContext, main
 from flows.sweeps import copy_checkpoint, epoch_bar
 from flows.tuning import check_space, objective_config, run_grid, suggest
 
-DECODINGS = tuple(n for n, e in INFERENCE.items() if e.meta["needs"] is StepScorer)   # greedy, beam, soft_beam
+DECODINGS = INFERENCE.names(needs="StepScorer")   # greedy, beam, soft_beam
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.recipes import recipe
-from components.energies import ENERGIES
-from components.inference import INFERENCE
+from components.energies.registry import ENERGIES
+from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
 from components.config import ConfigError
-from components.training import OBJECTIVES, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
 from flows.stages.common import StageContext, main
 from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
 

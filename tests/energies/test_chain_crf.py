@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from components.data.batching import TaggingDataset
 from components.data.types import TaggedSentence
 from components.data.vocab import build_label_vocab, build_vocab
-from components.energies import ENERGIES
+from components.energies.registry import ENERGIES
 from components.inference.exact import Viterbi
 from components.inference.evaluate import evaluate_inference
 from components.models.encoders import BLSTMConfig

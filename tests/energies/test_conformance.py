@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from components.data.grids import GridBatch
-from components.energies import ENERGIES, ChainEnergy, Energy
+from components.energies.base import Energy
+from components.energies.chain import ChainEnergy
+from components.energies.registry import ENERGIES
 from components.energies.base import conforms
 from components.models.mlm import BiLSTMMLM, BiLSTMMLMConfig
 from tests.energies.test_mlm_energy import ragged_batch
@@ -45,8 +47,8 @@ def _mlm(name):
 def test_energy_contract(name):
     entry = ENERGIES[name]
     energy, batch, y, L = {"tagging": _tagging, "grid": _grid, "mlm": _mlm}[entry.meta["data"]](name)
-    assert conforms(energy, entry.meta["protocol"]) and conforms(energy, Energy)
-    assert conforms(energy, ChainEnergy) == (entry.meta["protocol"] is ChainEnergy)
+    assert conforms(energy, {"ChainEnergy": ChainEnergy, "Energy": Energy}[entry.meta["protocol"]]) and conforms(energy, Energy)
+    assert conforms(energy, ChainEnergy) == (entry.meta["protocol"] == "ChainEnergy")
     with torch.no_grad():
         e = energy.energy(batch, y)
         assert e.shape == (y.shape[0],) and bool(torch.isfinite(e).all())

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from components.energies import ENERGIES, MLMEnergy, MLMEnergyConfig, MLMScorer
+from components.energies.mlm import MLMEnergy, MLMEnergyConfig, MLMScorer
+from components.energies.registry import ENERGIES
 from components.energies.mlm import sequence_energy
 from components.models.mlm import BiLSTMMLM, BiLSTMMLMConfig, check_tokens
 

@@ -23,9 +23,10 @@ import types
 import pytest
 import torch
 
-from components.energies import FixedPotentials
-from components.energies.base import ChainPotentials
-from components.inference import INFERENCE, InferenceResult
+from components.energies.chain import FixedPotentials
+from components.energies.chain import ChainPotentials
+from components.inference.base import InferenceResult
+from components.inference.registry import INFERENCE
 from components.inference.beam import (BeamConfig, BeamState, SoftBeamConfig, StepScorer, beam_search,
                                        continuous_top_k, greedy, peaked_softmax, sequence_scores, soft_beam_search,
                                        unroll)
@@ -163,7 +164,7 @@ def test_continuous_top_k_values():
     ("soft_beam", {"k": 2, "alpha": 1.5}, lambda s, b: soft_beam_search(s, b, 2, 1.5)),
 ])
 def test_decoders_in_inference(name, cfg, search):
-    assert INFERENCE[name].meta["needs"] is StepScorer
+    assert INFERENCE[name].meta["needs"] == "StepScorer"
     method = INFERENCE.build(name, cfg)
     scorer, batch = tiny_tagger(0), tiny_batch(0, B=4, T=5)
     assert isinstance(scorer, StepScorer)

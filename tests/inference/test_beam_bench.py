@@ -5,7 +5,7 @@ import torch
 from components.config import ConfigError, load_params, load_section
 from components.data.batching import TaggingBatch
 from components.inference.beam import beam_search
-from components.inference.beam_bench import compare_decoding, compare_train_epochs, naive_beam_search
+from components.bench.beam import compare_decoding, compare_train_epochs, naive_beam_search
 from components.metrics.timing import TimingConfig
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 

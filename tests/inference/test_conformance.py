@@ -12,8 +12,9 @@ import torch
 from components.data.batching import TaggingDataset
 from components.data.types import TaggedSentence
 from components.data.vocab import build_label_vocab, build_vocab
-from components.energies import ENERGIES, ChainEnergy, FixedPotentials
-from components.inference import INFERENCE
+from components.energies.chain import ChainEnergy, FixedPotentials
+from components.energies.registry import ENERGIES
+from components.inference.registry import INFERENCE
 from components.models.encoders import BLSTMConfig
 from components.models.infnets import InfNetConfig, build_infnet
 
@@ -61,13 +62,13 @@ def _build(name: str, deterministic: bool = False):
     return INFERENCE.build(name, cfg, **_inputs(name))
 
 
-CHAIN_METHODS = sorted(n for n, e in INFERENCE.items() if e.meta["needs"] is ChainEnergy)
+CHAIN_METHODS = sorted(n for n, e in INFERENCE.items() if e.meta["needs"] == "ChainEnergy")
 
 
 def test_every_method_declares_what_it_needs():
     for name, entry in INFERENCE.items():
         assert "needs" in entry.meta and "inputs" in entry.meta, name
-        assert _build(name).needs is entry.meta["needs"]
+        assert _build(name).needs.__name__ == entry.meta["needs"]
 
 
 @pytest.mark.parametrize("name", CHAIN_METHODS)

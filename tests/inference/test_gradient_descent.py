@@ -15,10 +15,11 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.energies.base import FixedPotentials
-from components.inference.gradient_descent import (GDConfig, GDInferenceConfig, GradientDescent, gradient_descent, initial_logits,
+from components.energies.chain import FixedPotentials
+from components.inference.gd_config import GDConfig
+from components.inference.gradient_descent import (GDInferenceConfig, GradientDescent, gradient_descent, initial_logits,
                                                    relaxed_energy)
-from components.inference.oracle_bench import naive_oracle_grid
+from components.bench.oracle import naive_oracle_grid
 from components.structures import linear_chain as lc
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -199,7 +200,7 @@ class _NoPotentials:
 
 
 def test_inference_protocol_with_and_without_warm_start():
-    from components.energies.base import ChainPotentials
+    from components.energies.chain import ChainPotentials
 
     unary, trans, mask = _chain(7, 3, 6, 5)
     p = ChainPotentials(unary, trans, mask)
@@ -221,7 +222,7 @@ def test_evaluates_like_viterbi():
     from components.data.batching import TaggingDataset
     from components.data.types import TaggedSentence
     from components.data.vocab import build_label_vocab, build_vocab
-    from components.energies import ENERGIES
+    from components.energies.registry import ENERGIES
     from components.inference.evaluate import evaluate_inference
     from components.inference.exact import Viterbi
     from components.models.encoders import BLSTMConfig

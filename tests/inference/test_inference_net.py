@@ -15,7 +15,7 @@ from components.config import ConfigError, from_dict
 from components.data.batching import TaggingDataset
 from components.data.types import TaggedSentence
 from components.data.vocab import build_label_vocab, build_vocab
-from components.energies.base import FixedPotentials
+from components.energies.chain import FixedPotentials
 from components.energies.chain_crf import ChainCRFEnergy
 from components.inference.evaluate import evaluate_inference
 from components.inference.exact import Viterbi

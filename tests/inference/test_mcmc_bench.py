@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from components.inference.mcmc import SAMPLERS, temperature_at
+from components.inference.mcmc.mlm_kernels import temperature_at
+from components.inference.mcmc.registry import SAMPLERS
 from components.inference.mcmc_bench import (acceptance_gap, compare_mh, naive_energy, naive_log_accept, naive_mh,
                                               naive_proposal)
 from components.metrics.timing import TimingConfig

@@ -25,9 +25,11 @@ import pytest
 import torch
 
 from components.config import ConfigError
-from components.energies import MLMEnergy
-from components.inference.mcmc import (SAMPLERS, MLMChainState, block_log_q, block_size_at, mh_mlm_log_accept,
-                                       proposal_log_probs, run_chains, temperature_at)
+from components.energies.mlm import MLMEnergy
+from components.inference.mcmc.base import run_chains
+from components.inference.mcmc.mlm_kernels import (MLMChainState, block_log_q, block_size_at, mh_mlm_log_accept,
+                                                   proposal_log_probs, temperature_at)
+from components.inference.mcmc.registry import SAMPLERS
 from components.structures.enumerate import labelings
 from tests.energies.test_mlm_energy import MLMBatch, TableMLM, ragged_batch
 

@@ -9,7 +9,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from components.inference.gradient_descent import GDConfig, gradient_descent
+from components.inference.gd_config import GDConfig
+from components.inference.gradient_descent import gradient_descent
 from components.inference.oracle import (corpus_score, instance_counts, instance_quality, oracle_select,
                                          oracle_tune)
 from components.metrics.tagging import accuracy, span_f1, spans

@@ -19,10 +19,10 @@ import components
 import flows
 from components.config import (BaseConfig, ConfigError, ResourcesConfig, from_dict, load_params, load_section,
                                resolve_scale, set_dotted)
-from components.inference import INFERENCE
+from components.inference.registry import INFERENCE
 from components.inference.mcmc import SAMPLERS
-from components.inference.study import ApproxStudyConfig
-from components.training import OBJECTIVES
+from components.inference.study_config import ApproxStudyConfig
+from components.training.registry import OBJECTIVES
 from components.training.loop import TrainConfig
 from components.training.scaling import SCALINGS
 from flows.stages import bench, infnets, normalisation, search_aware, train

@@ -8,7 +8,7 @@ from components.reports.shevchenko_osokin import (COLUMN_LABEL, OBJECTIVE_LABEL,
                                                   MissingRecords, aggregate, best_fixed_alpha, figure1a, figure1b,
                                                   figure1c, findings, online_alpha, paper_cell, readme, summary,
                                                   table1, table2, write_report)
-from components.training import OBJECTIVES as TRAINING_OBJECTIVES
+from components.training.registry import OBJECTIVES as TRAINING_OBJECTIVES
 from components.training.studies import PROCEDURES as STUDY_PROCEDURES
 
 

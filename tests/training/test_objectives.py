@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from components.energies.base import ChainPotentials
+from components.energies.chain import ChainPotentials
 from components.structures import enumerate as brute
 from components.structures import mean_field
-from components.training import OBJECTIVES, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
 from components.training.objectives import hamming_augmented_unary
 
 

@@ -6,13 +6,14 @@ import dataclasses
 import pytest
 import torch
 
-from components.energies.base import ChainPotentials
+from components.energies.chain import ChainPotentials
 from components.energies.gcrf import GCRFConfig, GaussianCRF
 from components.models.unet import UNetConfig
 from components.structures import enumerate as brute
 from components.structures import mean_field
 from components.structures.gaussian_crf import GCRFPotentials
-from components.training import OBJECTIVES, SCALINGS, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
+from components.training.scaling import SCALINGS
 from components.training.scaling import ScaledModel, ratio
 
 F64 = torch.float64

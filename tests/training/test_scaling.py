@@ -7,13 +7,14 @@ import math
 import pytest
 import torch
 
-from components.energies.base import ChainPotentials
+from components.energies.chain import ChainPotentials
 from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.structures import linear_chain
 from components.structures.gaussian_crf import GCRFPotentials, gcrf_solve
 from components.structures.gaussian_crf import predict as gcrf_predict
 from components.config import ConfigError
-from components.training import OBJECTIVES, SCALINGS, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
+from components.training.scaling import SCALINGS
 from components.training.scaling import (OnlineConfig, ScaledModel, offline_normalise, ratio, ratio_regulariser,
                                          select_alpha, subset_losses)
 from components.training.structured import ChainTask

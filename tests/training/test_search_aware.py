@@ -24,7 +24,7 @@ from torch import nn
 from components.inference.beam import beam_search, sequence_scores, soft_beam_search
 from components.models.seq2seq import Seq2SeqTagger
 from tests.step_scorers import float64_default, tiny_batch, tiny_tagger, well_separated  # noqa: F401 (fixture)
-from components.training import OBJECTIVES, objectives_for
+from components.training.registry import OBJECTIVES, objectives_for
 from components.training.search_aware import (AlphaSchedule, BeamDirectLoss, BeamHinge, BeamObjectiveConfig,
                                               ScheduledSampling, ScheduledSamplingConfig, SeqCE,
                                               SoftScheduledSamplingConfig, gold_probability, hamming_costs)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from components.inference.beam import BeamState, beam_search, greedy, reading, sequence_scores, step_scores
-from components.training import OBJECTIVES
+from components.training.registry import OBJECTIVES
 from components.training.search_aware import SelfNormalisedCEConfig, eos_hamming_costs, log_normalisers
 from tests.step_scorers import float64_default, tiny_batch, tiny_tagger  # noqa: F401
 

@@ -330,7 +330,7 @@ def test_chain_task_losses_are_per_position_for_ce():
     model = _fixed_model()
     b = _ubatch([[0, 1], [2, 2, 1, 0]], [[0, 2], [2, 2, 1, 0]])
     p = model.potentials(b)
-    from components.training import OBJECTIVES, objectives_for
+    from components.training.registry import OBJECTIVES, objectives_for
     n = b.mask.sum(1).float()
     assert set(objectives_for("chain")) == {"nll", "ssvm", "marginal_ce", "mean_field_ce"}
     for obj in objectives_for("chain"):

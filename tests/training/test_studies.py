@@ -9,7 +9,7 @@ import yaml
 
 from components.config import ConfigError, from_dict, resolve_scale
 from components.data import store
-from components.training import SCALINGS
+from components.training.scaling import SCALINGS
 from components.training.guard import DidNotLearn
 from components.training.scaling import OfflineConfig, OfflineRegConfig, OnlineConfig
 from components.training.structured import TrainConfig

@@ -1,8 +1,8 @@
 """Many MCMC chains over MLM energies, traced and summarised (thesis ch. 6, Sec. 6.6-6.8).
 
-:func:`run_traced` runs one sampler (``SAMPLERS``: ``mh_mlm`` / ``gibbs_mlm``) on a batch of
-sources, ``C`` chains each, for ``burn_in + sweeps`` sweeps, and records after every sweep (and at
-the start, sweep 0) each chain's state:
+:func:`run_traced` runs one sampler (any ``SAMPLERS`` entry over an MLM energy, e.g. ``mh_mlm``
+or ``gibbs_mlm``) on a batch of sources, ``C`` chains each, for ``burn_in + sweeps`` sweeps, and
+records after every sweep (and at the start, sweep 0) each chain's state:
 
     energy    [S+1, C, B]   the sampler's own energy (E_raw or E_norm; Gibbs: of its energy)
     e_norm    [S+1, C, B]   E_norm of the state (the thesis reports -E_norm for every sampler)
@@ -10,6 +10,8 @@ the start, sweep 0) each chain's state:
     novel     [S+1, C, B]   fraction accepted and different from the current state (sweep 0: nan)
     hamming   [S+1, C, B]   positions differing from the chain's start
     tokens    [S+1, C, B, N] the states (long)
+
+and the target temperature of each sweep (the state's ``temperature``, so any sampler's schedule).
 
 :func:`trace_rows` flattens a trace into one row per (sweep, chain, sentence) with the decoded text
 and its sentence BLEU; :func:`summarise_run` turns the rows of one configuration into the report's
@@ -30,7 +32,7 @@ from components.energies.mlm import MLMEnergy
 from components.inference.diagnostics import trace_diagnostics
 from components.metrics.bleu import corpus_bleu
 
-__all__ = ["ChainBatch", "ChainTrace", "ShardSpec", "run_traced", "trace_rows", "summarise_run", "shard_batch", "run_shard"]
+__all__ = ["ChainBatch", "ChainTrace", "run_traced", "trace_rows", "summarise_run", "shard_batch"]
 
 
 @dataclass
@@ -75,7 +77,7 @@ def run_traced(sampler: Any, energy: MLMEnergy, norm: MLMEnergy, batch: ChainBat
         [torch.full((C, B), math.nan)], [torch.full((C, B), math.nan)], [torch.zeros(C, B)], [state.y.clone()]
     temps = [float(state.temperature)]
     for i in range(steps):
-        temps.append(_temperature(sampler.cfg, i))
+        temps.append(float(state.temperature))          # the target of this sweep (the sampler's schedule)
         state, stats = sampler.step(state)
         energy_t.append(state.energy.clone())
         norm_t.append(e_norm_of(state.y, state.energy))
@@ -89,11 +91,6 @@ def run_traced(sampler: Any, energy: MLMEnergy, norm: MLMEnergy, batch: ChainBat
     return ChainTrace(energy=cpu(energy_t), e_norm=cpu(norm_t), accepted=torch.stack(acc_t), novel=torch.stack(nov_t),
                       hamming=torch.stack(ham_t), tokens=torch.stack([t.cpu() for t in tok_t]),
                       mask=state.mask.cpu(), temperature=temps)
-
-
-def _temperature(cfg: Any, sweep: int) -> float:
-    from components.inference.mcmc import temperature_at
-    return float(temperature_at(cfg, sweep)) if hasattr(cfg, "temperature") else 1.0
 
 
 def trace_rows(trace: ChainTrace, *, decode: Callable[[Sequence[int]], str], references: Sequence[str],
@@ -188,30 +185,6 @@ def summarise_run(rows: Sequence[dict[str, Any]], references: dict[str, str], *,
     }
 
 
-# ------------------------------------------------------------------------------------------------
-# One shard of a sharded run (a Ray task): everything it needs is in the spec, the model is loaded
-# from its folder by the worker itself.
-# ------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ShardSpec:
-    run: str                              # the configuration's name (kept on every row)
-    model_dir: str                        # a saved conditional MLM (components.training.cmlm.save_cmlm)
-    sampler: str                          # SAMPLERS name
-    sampler_config: dict                  # its config, as a mapping
-    energy: str                           # "raw" | "norm"
-    chains: int
-    steps: int                            # burn-in + sampling sweeps
-    sources: tuple                        # per sentence: source subword ids
-    lengths: tuple                        # per sentence: the target length sampled
-    references: tuple                     # per sentence: the reference text
-    sentence_ids: tuple
-    y0: tuple | None = None               # per sentence: the start (ids), or None (the config's init)
-    device: str = "cpu"
-    threads: int = 1
-    max_rows: int = 0                     # MLMEnergyConfig.max_rows
-
-
 def shard_batch(sources: Sequence[Sequence[int]], lengths: Sequence[int], device: str = "cpu") -> ChainBatch:
     """A :class:`ChainBatch` of B sources (padded with 0) and target masks of the given lengths."""
     if not sources or len(sources) != len(lengths):
@@ -229,38 +202,3 @@ def shard_batch(sources: Sequence[Sequence[int]], lengths: Sequence[int], device
     src_mask = ar[None] < torch.as_tensor([len(s) for s in sources])[:, None]
     mask = torch.arange(N)[None] < torch.as_tensor(list(lengths))[:, None]
     return ChainBatch(words.to(device), src_mask.to(device), mask.to(device))
-
-
-def run_shard(spec: ShardSpec, on_sweep: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-    """Run ``spec.chains`` chains per sentence of the shard and return its :func:`trace_rows`, each
-    row tagged with ``run``."""
-    import sacrebleu
-
-    from components.data.translation import SubwordVocab
-    from components.energies.mlm import MLMEnergyConfig
-    from components.inference.mcmc import SAMPLERS
-    from components.training.cmlm import load_cmlm
-
-    torch.set_num_threads(max(1, spec.threads))
-    model = load_cmlm(spec.model_dir, device=spec.device)
-    vocab = SubwordVocab.load(f"{spec.model_dir}/vocab/tgt.model")
-    ecfg = MLMEnergyConfig(max_rows=spec.max_rows)
-    energy = MLMEnergy(model, spec.energy, ecfg)
-    norm = energy if spec.energy == "norm" else MLMEnergy(model, "norm", ecfg)
-    sampler = SAMPLERS.build(spec.sampler, SAMPLERS.config(spec.sampler, dict(spec.sampler_config),
-                                                           where=f"mcmc run {spec.run}"))
-    batch = shard_batch(spec.sources, spec.lengths, spec.device)
-    y0 = None
-    if spec.y0 is not None:
-        N = int(batch.mask.shape[1])
-        y0 = torch.zeros(len(spec.y0), N, dtype=torch.long)
-        for i, s in enumerate(spec.y0):
-            y0[i, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        y0 = y0.to(spec.device)
-    trace = run_traced(sampler, energy, norm, batch, chains=spec.chains, steps=spec.steps, y0=y0, on_sweep=on_sweep)
-    rows = trace_rows(trace, decode=vocab.decode, references=list(spec.references),
-                      sentence_ids=list(spec.sentence_ids),
-                      sentence_bleu=lambda h, r: float(sacrebleu.sentence_bleu(h, [r]).score))
-    for r in rows:
-        r["run"] = spec.run
-    return rows

@@ -21,7 +21,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from components.inference.gradient_descent import GDConfig, GDResult, _check_cfg, initial_logits
+from components.inference.gd_config import GDConfig
+from components.inference.gradient_descent import GDResult, _check_cfg, initial_logits
 from components.structures import linear_chain
 
 __all__ = ["naive_oracle_grid"]
