@@ -30,6 +30,11 @@ Inputs (either may be ``None`` or lack any section / key; what is missing reads 
                "seconds", "proposals", "forward_passes"}, ...],
      "baselines": {"mask_predict": {"bleu", "iterations", "length_candidates"}, "warm_start": {"bleu"}}}
 
+Schemes are whatever the runs name: the thesis's ``raw``, ``norm`` and ``deg`` are compared with its
+numbers and tested by the findings; any other scheme (a new sampler) is listed beside them in the tables and
+figures of the groups it ran in, under the label the caller passes (``labels``: scheme -> text; default: the
+thesis's names for its three, else the scheme's name) and a colour from a default cycle.
+
 What maps to what: group ``main`` -> Figure 6.2 and the acceptance / novel-rate numbers of Sec. 6.6;
 ``temperature`` -> Table 6.2; ``nucleus`` -> Table 6.3; ``block`` -> Table 6.4 and Figure 6.3; ``anneal`` ->
 Table 6.5 and Figure 6.4; ``full`` -> Table 6.6. Scheme ``raw`` / ``norm``: MH with the target E_raw / E_norm
@@ -69,9 +74,12 @@ OBJECTIVES = ("ll", "pll", "mlm")
 OBJECTIVE_LABEL = {"ll": "LL", "pll": "PLL", "mlm": "MLM"}
 FIG_METHODS = ("pll", "kl", "kl_pl")
 FIG_LABEL = {"pll": "PL-only", "kl": "KL projection", "kl_pl": "KL projection + PL"}
-SCHEMES = ("raw", "norm", "deg")
+SCHEMES = ("raw", "norm", "deg")          # the thesis's schemes (its numbers and claims are about these)
 SCHEME_LABEL = {"raw": "MH, E_raw (raw)", "norm": "MH, E_norm (norm)", "deg": "degenerate Gibbs (deg)"}
 SCHEME_COLOR = {"raw": "tab:red", "norm": "tab:blue", "deg": "tab:gray"}
+# other schemes: the next unused colour of this cycle, in order of first appearance in the runs
+COLOR_CYCLE = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan",
+               "tab:red", "tab:blue", "tab:gray")
 GROUPS = ("main", "temperature", "nucleus", "block", "anneal", "full")
 TEMPERATURES = (2.0, 1.5, 1.0, 0.8, 0.5)
 NUCLEI = (1.0, 0.99, 0.95, 0.90, 0.80)
@@ -383,6 +391,30 @@ def _run(mcmc: Mapping[str, Any], group: str, scheme: str, value: Any = _ANY) ->
     return None
 
 
+def _schemes(mcmc: Mapping[str, Any], group: str | None, first: Sequence[str] = SCHEMES) -> list[str]:
+    """``first`` (the thesis's schemes a table shows), then every other scheme the runs of ``group``
+    (None: all runs) name, in order of first appearance."""
+    out = list(first)
+    for r in _runs(mcmc):
+        s = r.get("scheme")
+        if isinstance(s, str) and s not in out and (group is None or r.get("group") == group):
+            out.append(s)
+    return out
+
+
+def _label(scheme: str, labels: Mapping[str, str] | None) -> str:
+    return (labels or {}).get(scheme) or SCHEME_LABEL.get(scheme) or scheme
+
+
+def _colors(mcmc: Mapping[str, Any]) -> dict[str, str]:
+    """scheme -> colour: the thesis's fixed ones, the others from :data:`COLOR_CYCLE`."""
+    out = dict(SCHEME_COLOR)
+    free = [c for c in COLOR_CYCLE if c not in out.values()] or list(COLOR_CYCLE)
+    for k, s in enumerate(x for x in _schemes(mcmc, None, ()) if x not in SCHEME_COLOR):
+        out[s] = free[k % len(free)]
+    return out
+
+
 def _group_values(mcmc: Mapping[str, Any], group: str, scheme: str | None = None) -> list[float]:
     vals = {_finite(r.get("value")) for r in _runs(mcmc)
             if r.get("group") == group and (scheme is None or r.get("scheme") == scheme)}
@@ -562,17 +594,18 @@ def _mcmc_absent(mcmc: Mapping[str, Any], group: str, what: str) -> list[str]:
     return []
 
 
-def table_figure_6_2(mcmc: Mapping[str, Any] | None) -> str:
+def table_figure_6_2(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> str:
     """Figure 6.2 / Sec. 6.6 analog: the main group (T = 1, single-site): E_norm, BLEU, acceptance and the
-    novel-transition rate for MH (raw, norm) and degenerate Gibbs; acceptance / novel "ours (thesis text)"."""
+    novel-transition rate for MH (raw, norm), degenerate Gibbs and any other scheme run there; acceptance /
+    novel "ours (thesis text)"."""
     mcmc = _check_input("mcmc", mcmc)
     rows = []
-    for s in SCHEMES:
+    for s in _schemes(mcmc, "main"):
         r = _run(mcmc, "main", s)
-        p = PAPER_SEC6_6[s]
-        rows.append([SCHEME_LABEL[s], _run_cell(r, "e_norm"), _run_cell(r, "bleu"), _run_cell(r, "bleu_best"),
-                     _run_cell(r, "bleu_final"), _cell(_run_cell(r, "accept"), p["accept"]),
-                     _cell(_run_cell(r, "novel"), p["novel"])])
+        p = PAPER_SEC6_6.get(s, {})
+        rows.append([_label(s, labels), _run_cell(r, "e_norm"), _run_cell(r, "bleu"), _run_cell(r, "bleu_best"),
+                     _run_cell(r, "bleu_final"), _cell(_run_cell(r, "accept"), p.get("accept")),
+                     _cell(_run_cell(r, "novel"), p.get("novel"))])
     md = _md_table(["scheme", "E_norm ↓", "BLEU (mean)", "BLEU (best sweep)", "BLEU (final)", "accept",
                     "novel"], rows)
     notes = ["Main group: proposal temperature 1, single-site proposals. BLEU (mean): corpus BLEU averaged over "
@@ -586,16 +619,17 @@ def table_figure_6_2(mcmc: Mapping[str, Any] | None) -> str:
 def _sweep_table(mcmc: Mapping[str, Any], group: str, values: Sequence[float],
                  paper: Mapping[float, Mapping[str, Mapping[str, float]]], label: str, what: str) -> str:
     vals = list(values) + [v for v in _group_values(mcmc, group) if not any(_same(v, w) for w in values)]
+    schemes = _schemes(mcmc, group, ("norm", "deg"))
     rows = []
     for v in vals:
         cells = [_g(v)]
-        for s in ("norm", "deg"):
+        for s in schemes:
             r = _run(mcmc, group, s, v)
-            p = next((pv[s] for pk, pv in paper.items() if _same(pk, v)), {})
+            p = next((pv.get(s, {}) for pk, pv in paper.items() if _same(pk, v)), {})
             cells += [_cell(_run_cell(r, "e_norm"), p.get("e_norm")), _cell(_run_cell(r, "novel"), p.get("novel")),
                       _cell(_run_cell(r, "bleu"), p.get("bleu")), _run_cell(r, "accept")]
         rows.append(cells)
-    head = [label, *[f"{s} {m}" for s in ("norm", "deg") for m in ("E_norm ↓", "novel", "BLEU", "accept")]]
+    head = [label, *[f"{s} {m}" for s in schemes for m in ("E_norm ↓", "novel", "BLEU", "accept")]]
     notes = [f"Cells: ours ({what} of the thesis, De-En (20); E_norm ×10⁻³ there); accept: ours only. norm: MH "
              "with E_norm; deg: degenerate Gibbs. —: not run.", _E_NOTE]
     notes += _mcmc_absent(mcmc, group, what)
@@ -613,17 +647,17 @@ def table_6_3(mcmc: Mapping[str, Any] | None) -> str:
     return _sweep_table(_check_input("mcmc", mcmc), "nucleus", NUCLEI, PAPER_TABLE6_3, "nucleus p", "Table 6.3")
 
 
-def table_6_4(mcmc: Mapping[str, Any] | None) -> str:
+def table_6_4(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> str:
     """Table 6.4 analog: block samplers (annealed block size), E_norm / novel / BLEU "ours (thesis)", with the
     single-site novel rate of the main group and the mixing diagnostics beside."""
     mcmc = _check_input("mcmc", mcmc)
     rows = []
-    for s in ("deg", "raw", "norm"):
+    for s in _schemes(mcmc, "block", ("deg", "raw", "norm")):
         r, m = _run(mcmc, "block", s), _run(mcmc, "main", s)
-        p = PAPER_TABLE6_4[s]
-        rows.append([SCHEME_LABEL[s], str(_get(r, "block") or "—"), _cell(_run_cell(r, "e_norm"), p["e_norm"]),
-                     _cell(_run_cell(r, "novel"), p["novel"]), _cell(_run_cell(r, "bleu"), p["bleu"]),
-                     _run_cell(r, "accept"), _cell(_run_cell(m, "novel"), PAPER_SEC6_6[s]["novel"]),
+        p = PAPER_TABLE6_4.get(s, {})
+        rows.append([_label(s, labels), str(_get(r, "block") or "—"), _cell(_run_cell(r, "e_norm"), p.get("e_norm")),
+                     _cell(_run_cell(r, "novel"), p.get("novel")), _cell(_run_cell(r, "bleu"), p.get("bleu")),
+                     _run_cell(r, "accept"), _cell(_run_cell(m, "novel"), PAPER_SEC6_6.get(s, {}).get("novel")),
                      _fmt(_finite(_get(r, "rhat", "median")), 3), _fmt(_finite(_get(m, "rhat", "median")), 3),
                      _fmt(_finite(_get(r, "ess_bulk", "median")), 1), _fmt(_finite(_get(m, "ess_bulk", "median")), 1)])
     head = ["scheme", "block", "E_norm ↓", "novel", "BLEU", "accept", "single-site novel (main)",
@@ -640,7 +674,7 @@ def table_6_5(mcmc: Mapping[str, Any] | None) -> str:
     mcmc = _check_input("mcmc", mcmc)
     vals = list(ANNEAL_STEPS) + [v for v in _group_values(mcmc, "anneal") if not any(_same(v, w) for w in ANNEAL_STEPS)]
     rows = []
-    for s in ("norm", "raw"):
+    for s in _schemes(mcmc, "anneal", ("norm", "raw")):
         for v in sorted(vals):
             r = _run(mcmc, "anneal", s, v)
             p = next((pv.get(s, {}) for pk, pv in PAPER_TABLE6_5.items() if _same(pk, v)), {})
@@ -663,14 +697,14 @@ def _bleu_out(run: Any) -> tuple[float | None, str]:
     return _val(run, "bleu"), "mean"
 
 
-def table_6_6(mcmc: Mapping[str, Any] | None) -> str:
+def table_6_6(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> str:
     """Table 6.6 analog: BLEU of the warm start, degenerate Gibbs (T = 0.8), Mask-predict and the annealed MH
     samplers on the full test set; the thesis's De-En and Ro-En beside."""
     mcmc = _check_input("mcmc", mcmc)
     base = _get(mcmc, "baselines")
     rows = []
-    for s in ("warm_start", "deg", "mask_predict", "norm", "raw"):
-        p = PAPER_TABLE6_6[s]
+    for s in _schemes(mcmc, "full", ("warm_start", "deg", "mask_predict", "norm", "raw")):
+        p = PAPER_TABLE6_6.get(s, {})
         if s in ("warm_start", "mask_predict"):
             b = _get(base, s)
             label = TABLE6_6_LABEL[s]
@@ -681,8 +715,8 @@ def table_6_6(mcmc: Mapping[str, Any] | None) -> str:
             rows.append([label, ours, "–", "–", _fmt(p["de_en"]), _fmt(p["ro_en"])])
         else:
             r = _run(mcmc, "full", s)
-            rows.append([TABLE6_6_LABEL[s], _run_cell(r, "bleu_final"), _run_cell(r, "bleu"),
-                         _run_cell(r, "bleu_best"), _fmt(p["de_en"]), _fmt(p["ro_en"])])
+            rows.append([TABLE6_6_LABEL.get(s) or _label(s, labels), _run_cell(r, "bleu_final"), _run_cell(r, "bleu"),
+                         _run_cell(r, "bleu_best"), _fmt(p.get("de_en")), _fmt(p.get("ro_en"))])
     n = _get(mcmc, "settings", "full_sentences")
     notes = [f"Ours: Greek→English test verses ({n if n is not None else '–'} sentences, any length); samplers "
              "with target annealing, degenerate Gibbs with proposal temperature 0.8. Ours for a baseline: its one "
@@ -702,8 +736,9 @@ def table_mixing(mcmc: Mapping[str, Any] | None) -> str:
     if not runs:
         return "_Not run (no `runs` in `metrics/mcmc.json`)._\n"
     order = {g: i for i, g in enumerate(GROUPS)}
+    schemes = _schemes(mcmc, None)
     runs = sorted(runs, key=lambda r: (order.get(r.get("group"), len(GROUPS)), -(_val(r, "value") or 0.0),
-                                       SCHEMES.index(r["scheme"]) if r.get("scheme") in SCHEMES else 9))
+                                       schemes.index(r["scheme"]) if r.get("scheme") in schemes else len(schemes)))
     rows = [[str(r.get("group", "–")), _g(_val(r, "value")), str(r.get("scheme", "–")), str(r.get("block", "–")),
              _run_cell(r, "e_norm"), _run_cell(r, "bleu"), _run_cell(r, "accept"), _run_cell(r, "novel"),
              _fmt(_finite(_get(r, "rhat", "median")), 3), _fmt(_finite(_get(r, "rhat", "max")), 3),
@@ -1198,14 +1233,16 @@ def _curve_start(mcmc: Mapping[str, Any], runs: Sequence[Any], key: str) -> int:
     return 1
 
 
-def figure_6_2(mcmc: Mapping[str, Any] | None) -> Figure:
-    """E_norm (left) and BLEU (right) per sweep for the main group's raw, norm and deg; burn-in shaded."""
+def figure_6_2(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
+    """E_norm (left) and BLEU (right) per sweep for the main group's raw, norm, deg and any other scheme;
+    burn-in shaded."""
     mcmc = _check_input("mcmc", mcmc)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=110)
-    runs = {s: _run(mcmc, "main", s) for s in SCHEMES}
+    colors = _colors(mcmc)
+    runs = {s: _run(mcmc, "main", s) for s in _schemes(mcmc, "main")}
     for ax, key, ylabel in ((axes[0], "e_norm", "E_norm (nats / sentence) ↓"), (axes[1], "bleu", "BLEU")):
-        drawn = [_plot_curve(ax, runs[s], key, mcmc, color=SCHEME_COLOR[s], label=SCHEME_LABEL[s], marker=".")
-                 for s in SCHEMES]
+        drawn = [_plot_curve(ax, r, key, mcmc, color=colors[s], label=_label(s, labels), marker=".")
+                 for s, r in runs.items()]
         if any(drawn):
             _shade_burn_in(ax, mcmc, _curve_start(mcmc, list(runs.values()), key))
             ax.legend(fontsize=7)
@@ -1219,13 +1256,14 @@ def figure_6_2(mcmc: Mapping[str, Any] | None) -> Figure:
     return fig
 
 
-def figure_6_3(mcmc: Mapping[str, Any] | None) -> Figure:
+def figure_6_3(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
     """Acceptance rate per sweep for the block group (annealed block size)."""
     mcmc = _check_input("mcmc", mcmc)
     fig, ax = plt.subplots(figsize=(6.2, 3.8), dpi=110)
-    runs = {s: _run(mcmc, "block", s) for s in SCHEMES}
-    drawn = [_plot_curve(ax, runs[s], "accept", mcmc, color=SCHEME_COLOR[s], label=SCHEME_LABEL[s], marker=".")
-             for s in SCHEMES]
+    colors = _colors(mcmc)
+    runs = {s: _run(mcmc, "block", s) for s in _schemes(mcmc, "block")}
+    drawn = [_plot_curve(ax, r, "accept", mcmc, color=colors[s], label=_label(s, labels), marker=".")
+             for s, r in runs.items()]
     if any(drawn):
         _shade_burn_in(ax, mcmc, _curve_start(mcmc, list(runs.values()), "accept"))
         ax.legend(fontsize=7)
@@ -1239,20 +1277,21 @@ def figure_6_3(mcmc: Mapping[str, Any] | None) -> Figure:
     return fig
 
 
-def figure_6_4(mcmc: Mapping[str, Any] | None) -> Figure:
+def figure_6_4(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
     """Anneal group: acceptance (solid) and E_norm (dashed, right axis) per sweep (left); BLEU per sweep (right)."""
     mcmc = _check_input("mcmc", mcmc)
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4), dpi=110)
     ax_e = ax_a.twinx()
     runs = [r for r in _runs(mcmc) if r.get("group") == "anneal"]
     runs.sort(key=lambda r: (str(r.get("scheme")), _val(r, "value") or 0.0))
+    colors = _colors(mcmc)
     drawn = False
     styles = ["-", "-.", ":", (0, (5, 1))]
     for r in runs:
         s = r.get("scheme")
         vals = _group_values(mcmc, "anneal", s)
         k = next((i for i, v in enumerate(sorted(vals)) if _same(v, r.get("value"))), 0)
-        color = SCHEME_COLOR.get(s, "black")
+        color = colors.get(s, "black")
         name = f"{s}, step {_g(_val(r, 'value'))}"
         a = _plot_curve(ax_a, r, "accept", mcmc, color=color, ls=styles[k % len(styles)], alpha=0.9,
                         label=f"{name}: accept")
@@ -1285,11 +1324,11 @@ def figure_6_4(mcmc: Mapping[str, Any] | None) -> Figure:
 
 # ---------------------------------------------------------------------------------------------
 # report
-FIGURES: dict[str, Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], Figure]] = {
-    "figure_6_1.png": lambda e, m: figure_6_1(e),
-    "figure_6_2.png": lambda e, m: figure_6_2(m),
-    "figure_6_3.png": lambda e, m: figure_6_3(m),
-    "figure_6_4.png": lambda e, m: figure_6_4(m),
+FIGURES: dict[str, Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None, Mapping[str, str] | None], Figure]] = {
+    "figure_6_1.png": lambda e, m, labels: figure_6_1(e),
+    "figure_6_2.png": lambda e, m, labels: figure_6_2(m, labels),
+    "figure_6_3.png": lambda e, m, labels: figure_6_3(m, labels),
+    "figure_6_4.png": lambda e, m, labels: figure_6_4(m, labels),
 }
 
 
@@ -1317,8 +1356,9 @@ def _setup(exact: Mapping[str, Any], mcmc: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None) -> str:
-    """The report's Markdown."""
+def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
+           labels: Mapping[str, str] | None = None) -> str:
+    """The report's Markdown; ``labels``: scheme -> the text its rows print (see the module docstring)."""
     exact = _check_input("mlm_exact", exact)
     mcmc = _check_input("mcmc", mcmc)
     md = ["# Masked language models as energy models, sampled by Metropolis-Hastings (Goyal thesis, ch. 6): ours "
@@ -1337,15 +1377,15 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None) -> s
           "## Table 6.1 — training objectives, exact held-out NLL", "", table_6_1(exact),
           "## Figure 6.1 — adapting a pretrained MLM with little data", "", table_figure_6_1(exact),
           "![Figure 6.1 analog](figure_6_1.png)", "",
-          "## Figure 6.2 — MH vs degenerate Gibbs (T = 1)", "", table_figure_6_2(mcmc),
+          "## Figure 6.2 — MH vs degenerate Gibbs (T = 1)", "", table_figure_6_2(mcmc, labels),
           "![Figure 6.2 analog](figure_6_2.png)", "",
           "## Table 6.2 — proposal temperature", "", table_6_2(mcmc),
           "## Table 6.3 — nucleus proposals", "", table_6_3(mcmc),
-          "## Table 6.4 — block MH", "", table_6_4(mcmc),
+          "## Table 6.4 — block MH", "", table_6_4(mcmc, labels),
           "![Figure 6.3 analog](figure_6_3.png)", "",
           "## Table 6.5 — annealing the target", "", table_6_5(mcmc),
           "![Figure 6.4 analog](figure_6_4.png)", "",
-          "## Table 6.6 — full test set", "", table_6_6(mcmc),
+          "## Table 6.6 — full test set", "", table_6_6(mcmc, labels),
           "## Mixing: R-hat and ESS per configuration", "", table_mixing(mcmc),
           "## Findings", "",
           "Each claim of the chapter, tested by code on our numbers (`components/reports/goyal_mlm.findings`); "
@@ -1359,14 +1399,15 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None) -> s
 
 
 def write_report(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
-                 out_dir: str | Path) -> dict[str, Path]:
+                 out_dir: str | Path, labels: Mapping[str, str] | None = None) -> dict[str, Path]:
     """Write README.md and figure_6_1.png ... figure_6_4.png into ``out_dir``, each atomically (a temporary file in
-    the same folder, then ``os.replace``). Returns file name -> path."""
+    the same folder, then ``os.replace``). ``labels``: scheme -> the text the tables and legends print (the
+    caller's, e.g. from params; default: the thesis's names, else the scheme). Returns file name -> path."""
     out = Path(out_dir)
-    text = readme(exact, mcmc)          # validates the input before anything is written
+    text = readme(exact, mcmc, labels)          # validates the input before anything is written
     written: dict[str, Path] = {}
     for name, make in FIGURES.items():
-        fig = make(exact, mcmc)
+        fig = make(exact, mcmc, labels)
         try:
             with atomic_path(out / name) as tmp:
                 fig.savefig(tmp, format="png")

@@ -26,7 +26,7 @@ Goyal et al. (2018) (``bench.beam``, :mod:`components.inference.beam_bench`): on
 initialised seq2seq tagger, and on the first ``sentences`` dev sentences hard ``beam_search`` at
 ``decode_k`` against the naive per-hypothesis loop. Metrics under ``beam.<device>``.
 
-MH (``bench.mcmc``, :mod:`components.inference.mcmc_bench`): ``mh_mlm`` against the naive
+MH (``bench.mcmc``, :mod:`components.bench.mcmc`): ``mh_mlm`` against the naive
 Algorithm 4 on a randomly initialised conditional MLM. Metrics under ``mcmc.<device>``.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ from components.data.translation import TranslationConfig
 from components.energies.mlm import ENERGY_KINDS, MLMEnergy
 from components.inference.mcmc.mlm_kernels import MHMLMConfig
 from components.inference.mcmc.traces import shard_batch
-from components.inference.mcmc_bench import compare_mh
+from components.bench.mcmc import compare_mh
 from components.models.mlm import CMLMConfig, ConditionalMLM
 from components.io import write_text
 from components.metrics.timing import TimingConfig, compare, load_average, ratio_metrics

@@ -246,9 +246,9 @@ def run_shard(spec: ShardSpec, on_sweep: Callable[[int], None] | None = None) ->
     return rows
 
 
-def _key(run: dict[str, Any]) -> str:
+def _key(run: dict[str, Any], samplers: Any = SAMPLERS) -> str:
     """Runs with the same sampler, energy, sentences and (default-filled) config are one run."""
-    full = dataclasses.asdict(SAMPLERS.config(run["sampler"], run["config"]))
+    full = dataclasses.asdict(samplers.config(run["sampler"], run["config"]))
     return json.dumps([run["sampler"], run["energy"], run["set"], full], sort_keys=True)
 
 

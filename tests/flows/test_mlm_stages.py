@@ -3,6 +3,7 @@ Figure 6.1 projection as one Ray grid, on a synthetic source and a tiny CMU phon
 ``cmlm`` then ``mcmc`` (a tiny conditional MLM on the tiny Greek -> English corpus, every sampler
 configuration traced, the report), the ``cmlm`` learning gate, and ``bench_mcmc`` (no timing
 assertions). Configuration errors fail before Ray starts."""
+import copy
 import json
 import math
 
@@ -13,9 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from dataclasses import dataclass
+
 from components.config import ConfigError
+from components.inference.mcmc.registry import SAMPLERS
 from components.models.mlm import CMLMConfig
 from components.metrics.timing import TimingConfig
+from components.registry import Registry
+from components.reports import goyal_mlm
+from components.reports.curves import close
 from flows.stages import bench, cmlm, mcmc, mlm_exact
 from flows.stages.common import run_stage
 from tests.flows.test_normalisation_stage import _parallel
@@ -138,8 +145,9 @@ def _tiny_cmlm(params):
     m.update(chains=2, burn_in=1, sweeps=4, shard_sentences=2, resources={"cpu": 1, "gpu": 0},
              mask_predict={"iterations": 2, "length_candidates": 1})
     m["data"] = {"max_source_words": 100, "sentences": 2, "full_sentences": 2, "seed": 0}
-    m["runs"] = {"temperatures": [1.0, 0.5], "nuclei": [1.0, 0.9], "anneal_steps": [0.05], "block_size": 2,
-                 "block_anneal_sweeps": 1}
+    g = m["groups"]
+    g["temperature"]["values"], g["nucleus"]["values"], g["anneal"]["values"] = [1.0, 0.5], [1.0, 0.9], [0.05]
+    g["block"]["config"].update(block_size=2, block_anneal_sweeps=1)
     return params
 
 
@@ -195,7 +203,11 @@ def test_cmlm_then_mcmc_write_the_model_traces_and_report_and_cmlm_fails_when_it
 @pytest.mark.parametrize("edit, match", [
     (lambda m: m.update(sweeps=3), "mcmc.sweeps: must be >= 4"),
     (lambda m: m.update(chains=1), "mcmc.chains: must be >= 2"),
-    (lambda m: m["runs"].update(nuclei=[1.2]), "nuclei"),
+    (lambda m: m["groups"]["nucleus"].update(values=[1.2]), r"mcmc run nucleus/norm/1.2.*top_p"),
+    (lambda m: m["schemes"]["norm"].update(sampler="mh_typo"), r"mcmc.schemes.norm.sampler: unknown sampler"),
+    (lambda m: m["groups"]["main"].update(schemes=["raw", "nrom"]), r"mcmc.groups.main.schemes: unknown \['nrom'\]"),
+    (lambda m: m["groups"]["anneal"]["config"].update(min_temprature=0.1), r"mcmc.groups.anneal: 'min_temprature'"),
+    (lambda m: m["groups"]["main"].update(vary="top_p"), r"mcmc.groups.main.values"),
 ])
 def test_mcmc_bad_configuration_is_rejected(tiny_root, edit, match):
     root, params = tiny_root
@@ -221,3 +233,80 @@ def test_bench_mcmc_counts_fewer_passes_than_the_naive_loop():
     assert out["law_gap"] < 1e-6 and isinstance(out["target_met"], bool)
     md = bench.mcmc_markdown({"cpu": out, "cuda": "no GPU"}, cfg)
     assert "| cpu | 2 x 1 x 4 |" in md and "| cuda | no GPU |" in md
+
+
+# ------------------------------------------------------------------------------------------------
+# a new sampler: its module (here, this test's), one registry line and a params entry
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WalkConfig:
+    """A test-only sampler's config: it has a seed, an init and a proposal temperature, no target temperature."""
+    seed: int = 0
+    init: str = "uniform"
+    proposal_temperature: float = 1.0
+    stride: int = 1
+
+
+def make_walk(cfg: WalkConfig):
+    return cfg
+
+
+def _with_walk() -> Registry:
+    """A throwaway ``SAMPLERS``: the real entries (lazy, as registered) plus ``walk``."""
+    reg = Registry("sampler")
+    for name, e in SAMPLERS.items():
+        reg.register(name, e.config_ref, e.make_ref, doc=e.doc, **e.meta)
+    reg.register("walk", WalkConfig, make_walk, needs="MLMScorer", doc="a test-only sampler")
+    return reg
+
+
+def test_a_new_sampler_is_run_by_the_design_and_listed_by_the_report(tiny_root, tmp_path):
+    root, params = tiny_root
+    params = _tiny_cmlm(params)
+    plain = copy.deepcopy(params)
+    reg = _with_walk()
+    m = params["mcmc"]
+    m["schemes"]["walk"] = {"sampler": "walk", "energy": "norm", "label": "toy walk", "config": {"stride": 2}}
+    for g in ("main", "temperature", "full"):
+        m["groups"][g]["schemes"].append("walk")
+    with pytest.raises(ConfigError, match="unknown sampler"):       # the real registry does not know it
+        mcmc.load_config(params)
+    cfg = mcmc.load_config(params, reg)
+    runs = mcmc.design(cfg, reg)
+    walk = [r for r in runs if r["scheme"] == "walk"]
+    assert [r["name"] for r in walk] == ["main/walk", "temperature/walk/1.0", "temperature/walk/0.5", "full/walk"]
+    assert all(r["sampler"] == "walk" and r["energy"] == "norm" for r in walk)
+    # every setting the sampler has, none it lacks (the full group's target annealing)
+    assert walk[0]["config"] == {"seed": 0, "init": "uniform", "stride": 2}
+    assert walk[2]["config"] == {"seed": 0, "init": "uniform", "stride": 2, "proposal_temperature": 0.5}
+    assert walk[3]["config"] == {"seed": 0, "init": "warm", "stride": 2, "proposal_temperature": 0.8}
+    assert reg.build("walk", walk[3]["config"]) == WalkConfig(init="warm", proposal_temperature=0.8, stride=2)
+    # the thesis's runs keep their names, order and configs
+    assert [r for r in runs if r["scheme"] != "walk"] == mcmc.design(mcmc.load_config(plain))
+    # temperature 1 = main: three distinct walk runs
+    assert len({mcmc._key(r, reg) for r in runs}) == len({mcmc._key(r) for r in runs if r["scheme"] != "walk"}) + 3
+
+    # the report lists it (labels from the stage, a colour from the default cycle), with no edit
+    summary = {"e_norm": 40.0, "accept": 0.5, "novel": 0.1, "bleu": 20.0, "bleu_best": 21.0, "bleu_final": 20.0,
+               "curve": {k: [0.5] * (cfg.burn_in + cfg.sweeps + 1) for k in ("e_norm", "bleu", "accept", "novel")},
+               "rhat": {"median": 1.0, "max": 1.1, "frac_below_1_1": 1.0}, "ess_bulk": {"median": 9.0, "min": 5.0}}
+    metrics = {"settings": {"chains": cfg.chains, "burn_in": cfg.burn_in, "sweeps": cfg.sweeps},
+               "runs": [{k: r[k] for k in ("name", "group", "value", "scheme", "block", "sampler", "set")} | summary
+                        for r in runs]}
+    labels = mcmc.labels(cfg)
+    assert labels["walk"] == "toy walk" and labels["deg"] == "degenerate Gibbs (deg)"
+    files = goyal_mlm.write_report(None, metrics, tmp_path / "report", labels=labels)
+    text = files["README.md"].read_text()
+    fig62 = text.split("## Figure 6.2")[1].split("## Table 6.2")[0]
+    assert "| toy walk |" in fig62 and "| degenerate Gibbs (deg) |" in fig62
+    assert "walk E_norm ↓" in text.split("## Table 6.2")[1].split("## Table 6.3")[0]
+    assert "| toy walk |" in text.split("## Table 6.6")[1].split("## Mixing")[0]
+    assert "| main | – | walk |" in text.split("## Mixing")[1]
+    colors = goyal_mlm._colors(metrics)
+    assert colors["walk"] not in {colors[s] for s in ("raw", "norm", "deg")}
+    fig = goyal_mlm.figure_6_2(metrics, labels)
+    try:
+        assert "toy walk" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    finally:
+        close(fig)

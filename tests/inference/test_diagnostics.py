@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from components.inference.diagnostics import EnergyTrace, summarize, trace_diagnostics
-from components.inference.mcmc import SAMPLERS, run_chains
+from components.inference.mcmc.base import run_chains
+from components.inference.mcmc.registry import SAMPLERS
 from tests.inference.test_mcmc_mlm import DT, Exact, toy
 
 

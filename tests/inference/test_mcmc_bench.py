@@ -12,7 +12,7 @@ import torch
 
 from components.inference.mcmc.mlm_kernels import temperature_at
 from components.inference.mcmc.registry import SAMPLERS
-from components.inference.mcmc_bench import (acceptance_gap, compare_mh, naive_energy, naive_log_accept, naive_mh,
+from components.bench.mcmc import (acceptance_gap, compare_mh, naive_energy, naive_log_accept, naive_mh,
                                               naive_proposal)
 from components.metrics.timing import TimingConfig
 from tests.energies.test_mlm_energy import MLMBatch

@@ -20,7 +20,7 @@ import flows
 from components.config import (BaseConfig, ConfigError, ResourcesConfig, from_dict, load_params, load_section,
                                resolve_scale, set_dotted)
 from components.inference.registry import INFERENCE
-from components.inference.mcmc import SAMPLERS
+from components.inference.mcmc.registry import SAMPLERS
 from components.inference.study_config import ApproxStudyConfig
 from components.training.registry import OBJECTIVES
 from components.training.loop import TrainConfig

@@ -356,3 +356,24 @@ def test_a_model_below_min_bleu_keeps_bleu_out_of_the_findings():
     m["model"]["dev_bleu_mask_predict"] = MIN_BLEU + 0.5
     assert _find(None, m, "(4)")["verdict"] != REPRODUCED
     assert _find(None, m, "(9)")["verdict"] != NOT_TESTABLE
+
+
+def test_an_unknown_scheme_is_listed_with_the_callers_label_and_a_default_colour(tmp_path: Path):
+    m = _mcmc()
+    m["runs"] += [_r("main", "walk", e_norm=45.0), _r("block", "walk", block="annealed"), _r("full", "walk"),
+                  _r("temperature", "walk", 1.0)]
+    assert findings(_exact(), m) == findings(_exact(), _mcmc())           # the thesis's claims: its schemes only
+    labels = {"walk": "a new sampler"}
+    assert "| a new sampler | 45.00 |" in table_figure_6_2(m, labels)
+    assert "| walk | 45.00 |" in table_figure_6_2(m)                      # no label given: the scheme's name
+    assert "| a new sampler |" in table_6_4(m, labels) and "| a new sampler |" in table_6_6(m, labels)
+    assert "walk E_norm ↓" in table_6_2(m) and "walk E_norm ↓" not in table_6_3(m)
+    assert "| walk |" in table_mixing(m)
+    fig = figure_6_2(m, labels)
+    try:
+        lines = {ln.get_label(): ln.get_color() for ln in fig.axes[0].get_lines()}
+        assert "a new sampler" in lines and lines["a new sampler"] not in {"tab:red", "tab:blue", "tab:gray"}
+    finally:
+        close(fig)
+    out = write_report(_exact(), m, tmp_path / "report", labels)
+    assert "a new sampler" in out["README.md"].read_text()

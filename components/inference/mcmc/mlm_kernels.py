@@ -24,7 +24,7 @@ with the MLM's own conditionals as proposal, and the degenerate Gibbs sampler.
   the first sweeps (Table 6.6's variance trick; those sweeps are not MH). Cost per sweep:
   ``2 ceil(n_max / b)`` passes over ``C B`` rows (the energy pass of a non-single-site model over
   its ``C sum_b n_b`` masked copies), against Algorithm 4's ``n (1 + 2 n)`` single-row passes per
-  chain (``components.inference.mcmc_bench``).
+  chain (``components.bench.mcmc``).
 - ``gibbs_mlm``: the degenerate (block) Gibbs sampler of Wang & Cho (2019): the same proposal,
   always accepted; one energy pass per sweep (for the cache and the stats). Its stationary law is
   that of the MLM's conditionals, in general NOT ``pi`` (the tests measure the gap exactly).
