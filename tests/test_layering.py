@@ -7,19 +7,10 @@ in components dodges a cycle.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from flows import dvc_deps as D
-
-
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
+from tests.test_dvc_deps import _tree
 
 
 CLEAN = {

@@ -169,19 +169,25 @@ def _resolve_labels(energy: Any, p: Any, n_labels: int | None, cfg_labels: int, 
                      "n_labels, pass init(..., n_labels=L), or give the energy an n_labels attribute")
 
 
+def start_ids(y0: Tensor, C: int, mask: Tensor, who: str, what: str) -> Tensor:
+    """A given start ``y0`` ([B, N] or [C, B, N] integer ids) as long [C, B, N], 0 at padding."""
+    B, N = mask.shape
+    y0 = torch.as_tensor(y0, device=mask.device)
+    if y0.dtype == torch.bool or y0.is_floating_point() or y0.is_complex():
+        raise ValueError(f"{who}: y0 must hold integer {what}, got {y0.dtype}")
+    if y0.shape == (B, N):
+        y0 = y0.expand(C, B, N)
+    if y0.shape != (C, B, N):
+        raise ValueError(f"{who}: y0 must have shape [B, N] = {[B, N]} or [C, B, N] = {[C, B, N]}, "
+                         f"got {list(y0.shape)}")
+    return y0.long().masked_fill(~mask, 0)
+
+
 def _initial_labels(init: str, y0: Tensor | None, C: int, mask: Tensor, L: int, g: torch.Generator,
                     who: str) -> Tensor:
     B, N = mask.shape
     if y0 is not None:
-        y0 = torch.as_tensor(y0, device=mask.device)
-        if y0.dtype in (torch.bool,) or y0.is_floating_point() or y0.is_complex():
-            raise ValueError(f"{who}: y0 must hold integer labels, got {y0.dtype}")
-        if y0.shape == (B, N):
-            y0 = y0.expand(C, B, N)
-        if y0.shape != (C, B, N):
-            raise ValueError(f"{who}: y0 must have shape [B, N] = {[B, N]} or [C, B, N] = {[C, B, N]}, "
-                             f"got {list(y0.shape)}")
-        y = y0.long().masked_fill(~mask, 0)
+        y = start_ids(y0, C, mask, who, "labels")
         if bool(((y < 0) | (y >= L)).any()):
             raise ValueError(f"{who}: y0 has labels outside [0, {L}) at valid positions")
         return y.clone()

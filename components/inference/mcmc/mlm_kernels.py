@@ -54,7 +54,7 @@ from torch import Tensor
 from components.config import check_range, field_error
 from components.energies.base import require
 from components.energies.mlm import MLMScorer
-from components.inference.mcmc.base import ChainState, _resolve_mask
+from components.inference.mcmc.base import ChainState, _resolve_mask, start_ids
 
 __all__ = ["MLMChainState", "GibbsMLMConfig", "MHMLMConfig", "GibbsMLM", "MHMLM", "proposal_log_probs",
            "block_log_q", "mh_mlm_log_accept", "block_size_at", "temperature_at", "make_mh_mlm", "make_gibbs_mlm"]
@@ -224,16 +224,7 @@ class _MLMKernel:
 
     @staticmethod
     def _check_y0(y0: Tensor, C: int, mask: Tensor, V: int, allowed: Tensor, who: str) -> Tensor:
-        B, N = mask.shape
-        y0 = torch.as_tensor(y0, device=mask.device)
-        if y0.dtype == torch.bool or y0.is_floating_point() or y0.is_complex():
-            raise ValueError(f"{who}: y0 must hold integer token ids, got {y0.dtype}")
-        if y0.shape == (B, N):
-            y0 = y0.expand(C, B, N)
-        if y0.shape != (C, B, N):
-            raise ValueError(f"{who}: y0 must have shape [B, N] = {[B, N]} or [C, B, N] = {[C, B, N]}, "
-                             f"got {list(y0.shape)}")
-        y = y0.long().masked_fill(~mask, 0)
+        y = start_ids(y0, C, mask, who, "token ids")
         bad = mask & ((y < 0) | (y >= V))
         bad = bad | (mask & ~allowed[y.clamp(0, V - 1)])
         if bool(bad.any()):
