@@ -44,10 +44,10 @@ ui: $(STAMP)
 	  --workers 1 --backend-store-uri '$(STORE)'
 
 # optuna-dashboard on the sweeps' Optuna studies: $APPROXINFER_OPTUNA_STORAGE if set, else optuna.db
-# beside mlflow.db (flows.sweeps.study_storage_url; the schema is created under its lock first)
+# beside mlflow.db (flows.study_storage.study_storage_url; the schema is created under its lock first)
 dashboard: PORT ?= 8080
 dashboard: $(STAMP)
-	@url="$$($(BIN)/python -c 'from flows.sweeps import open_study_storage as o, study_storage_url as u; o(u()); print(u())')" \
+	@url="$$($(BIN)/python -c 'from flows.study_storage import open_study_storage as o, study_storage_url as u; o(u()); print(u())')" \
 	  && $(BIN)/optuna-dashboard "$$url" --host 127.0.0.1 --port '$(PORT)'
 
 dag: $(STAMP)

@@ -164,6 +164,14 @@ class Registry(Mapping[str, Entry]):
         """``make(config(name, cfg), **inputs)``."""
         return self[name].make(self.config(name, cfg), **inputs)
 
+    def build_with(self, name: str, settings: Mapping[str, Any], /, **inputs: Any) -> Any:
+        """Build ``name`` from those of ``settings`` that its config has (the rest are another
+        entry's): e.g. every step decoder from the task's ``{k, alpha}`` — greedy takes neither,
+        the beam ``k``, the soft beam both — so that a caller names decoders and never tables
+        their configs."""
+        fields = {f.name for f in dataclasses.fields(self[name].config)}
+        return self.build(name, {k: v for k, v in settings.items() if k in fields}, **inputs)
+
 
 @dataclass(frozen=True)
 class NoConfig:

@@ -438,13 +438,13 @@ def project_files(root: Path = ROOT) -> list[Path]:
 
 
 # components' floors (DESIGN.md): a module may import its own floor and the ones below, never above.
-# The top-level modules: config, io, registry, recipes are the ground; checkpoints rebuilds energies
+# The top-level modules: config, io, registry, recipes, seeds are the ground; checkpoints rebuilds energies
 # and networks, so it stands on the energies' floor; bench (harnesses and naive baselines) on top.
-RANK = {"config": 0, "io": 0, "registry": 0, "recipes": 0, "data": 0, "structures": 0, "models": 1, "energies": 2,
+RANK = {"config": 0, "io": 0, "registry": 0, "recipes": 0, "seeds": 0, "data": 0, "structures": 0, "models": 1, "energies": 2,
         "checkpoints": 2, "inference": 3, "training": 4, "bench": 5}
 # at the side: importable from any floor, importing only the ground (and, for reports, metrics)
 SIDE = {"metrics": {"metrics"}, "tracking": {"tracking"}, "reports": {"reports", "metrics"}}
-GROUND = {"config", "io", "recipes"}
+GROUND = {"config", "io", "recipes", "seeds"}
 
 
 def _part(module: str) -> str | None:

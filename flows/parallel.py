@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from components.config import check_range
+from components.config import ResourcesConfig, check_range
 from flows.progress import Progress
-from flows.sweeps import ResourcesConfig, init_ray, trial_resources
+from flows.ray_runtime import init_ray, trial_resources
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ weights), and tells the study its ``sweep.metric``. A stage whose sweep runs onl
 (``cmlm``) or that has no sweep is refused, naming it.
 
 Logged where the pipeline logs: the study in the same storage (``optuna.db`` beside the MLflow
-store, or ``APPROXINFER_OPTUNA_STORAGE``; see :mod:`flows.sweeps`), named after the stage and task
+store, or ``APPROXINFER_OPTUNA_STORAGE``; see :mod:`flows.study_storage`), named after the stage and task
 ``<stage>-<task>[-<variant>]`` — the pipeline's sweeps add their settings' fingerprint to that stem
 and restart their study on every fresh run, while this one is the user's: ``--trials N`` adds N
-trials to it, resuming it if it exists (its sampler seeded with ``base.seed`` plus the number of
+trials to it, resuming it if it exists (its sampler seeded with
+:func:`flows.task_sweeps.searcher_seed` of ``base.seed``, the stage, the task and the number of
 trials already in the study, so a fresh study's first suggestions are the pipeline's and a resumed
 one does not repeat them). MLflow (the project's tracker): a parent run ``study/<study>`` with the
 stage's params, and a child run ``trial/<number>`` per trial with its values, per-epoch and final
@@ -37,10 +38,11 @@ from typing import Any, Callable
 from components.config import BaseConfig, ConfigError, flatten, load_params, load_section, resolve_scale, set_dotted
 from components.tracking import Tracker, make_tracker
 from components.training.guard import DidNotLearn
+from flows.search_space import check_metric, check_sweep_space
 from flows.stages.common import numeric
-from flows.sweeps import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, shown_url, check_metric, check_sweep_space,
-                          open_study_storage, optuna_distributions, study_storage_url)
-from flows.task_sweeps import REPORTED, ModelSpec, sweep_name, train_one
+from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, open_study_storage, optuna_distributions,
+                                 shown_url, study_storage_url)
+from flows.task_sweeps import REPORTED, ModelSpec, searcher_seed, sweep_name, train_one
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +126,9 @@ def run_study(stage: str, params: dict[str, Any], root: str | Path = ".", *, tri
         done = len(storage.get_all_trials(storage.get_study_id_from_name(name), deepcopy=False))
     except KeyError:                 # a new study
         done = 0
+    sampler = optuna.samplers.TPESampler(seed=searcher_seed(base.seed, stage, task_name, done))
     study = optuna.create_study(study_name=name, storage=storage, direction=direction, load_if_exists=True,
-                                sampler=optuna.samplers.TPESampler(seed=base.seed + done))
+                                sampler=sampler)
     if study.direction.name.lower() != direction:
         raise ConfigError(f"{spec.section}.sweep.mode: {cfg.sweep.mode!r}, but the study {name!r} in "
                           f"{shown_url(url)} is {study.direction.name.lower()}d; delete it or change the mode")

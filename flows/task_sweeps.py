@@ -12,9 +12,18 @@ table: the sweep keeps its best trial among those that learned. The best trial b
 test metrics become the stage's metrics.
 
 With ``sweep.num_samples: 1`` each sweep is one trial with the searcher's first suggestion; then the
-suggestions are drawn in the driver (:func:`~flows.sweeps.first_suggestion`, the values the
+suggestions are drawn in the driver (:func:`~flows.search_space.first_suggestion`, the values the
 one-trial sweeps had) and every (task, variant) runs as one element of ONE Tune grid, up to
 ``sweep.max_concurrent`` at a time, each trial logged under its own (task, variant) parent run.
+
+Seeds (:func:`components.seeds.seed_for` of ``base.seed`` and a name): a task's training subsample
+``("data", task, "train_subsample")`` (one name for every stage, so ``train_energy`` and ``infnets``
+train on the same sentences under the same cap); the initial weights ``(stage, task, "model")``, the
+global torch generator (dropout) ``(stage, task, "torch")`` and the batch order of epoch e
+``(stage, task, "batches", "epoch", e)``; the Optuna searcher ``(stage, task, "tpe", "after", n)``
+(:func:`searcher_seed`). None names the variant or the trial: the variants of a task (energies,
+architectures, modes) and the trials of its sweep start from the same weights, see the same batches
+and get the same suggestions — common random numbers, so that their comparison is paired.
 """
 from __future__ import annotations
 
@@ -34,11 +43,13 @@ from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
 from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
+from components.seeds import seed_for
 from components.training.guard import check_learned
 from components.training.loop import FitState, TrainConfig, fit
+from flows.ray_runtime import copy_checkpoint, epoch_bar
+from flows.search_space import check_metric, check_sweep_space, first_suggestion
 from flows.stages.common import StageContext, numeric
-from flows.sweeps import (SweepConfig, SweepResult, check_metric, check_sweep_space, copy_checkpoint, epoch_bar,
-                          first_suggestion, run_sweep)
+from flows.sweeps import SweepConfig, SweepResult, run_sweep
 
 
 REPORTED = ("best_dev_score", "best_epoch", "epochs_run")     # what a trial's final report carries (and test_*)
@@ -46,15 +57,16 @@ REPORTED = ("best_dev_score", "best_epoch", "epochs_run")     # what a trial's f
 
 @dataclass(frozen=True)
 class TaskSweepConfig:
-    """Keys every per-task sweep stage shares (a stage's section may add its own)."""
+    """Keys every per-task sweep stage shares (a stage's section may add its own). The defaults are the
+    ``train`` stage's (the local BLSTM tagger) at the default scale; a stage's subclass sets its own."""
     tasks: tuple[str, ...] = ("pos", "ner")
-    model: BLSTMConfig = BLSTMConfig()
-    optim: TrainConfig = TrainConfig()
+    model: BLSTMConfig = BLSTMConfig(hidden=64)
+    optim: TrainConfig = TrainConfig(lr=0.003, epochs=25, patience=4, batch_size=16)
     # a seeded subsample of each training split: one cap for every task, or task -> cap (0 / absent =
     # the whole split), e.g. {greek_morph: 1600} to cap only the 1,025-label task
     max_train_sentences: int | dict[str, int] = 0
     eval_batch_size: int = 128
-    sweep: SweepConfig = field(default_factory=SweepConfig)
+    sweep: SweepConfig = field(default_factory=lambda: SweepConfig(num_samples=3))
     models_dir: str = "models/tagger"
     plots_dir: str = "plots/train"
     # a trial fails unless its best dev score beats 0 and the untrained network's by more than this
@@ -85,6 +97,13 @@ class ModelSpec:
     # recipe(cfg, variant, task) -> components.checkpoints.recipe(...): how to rebuild the saved model
 
 
+def searcher_seed(base_seed: int, stage: str, task: str, done: int = 0) -> int:
+    """The seed of the Optuna searcher of ``stage``'s sweeps of ``task`` that starts after ``done``
+    trials (a pipeline sweep starts fresh: 0; ``flows.study`` continues a user's study). One seed for
+    every variant of the task: their sweeps draw the same values (common random numbers)."""
+    return seed_for(base_seed, stage, task, "tpe", "after", done)
+
+
 def _spec(ref: str) -> ModelSpec:
     module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)
@@ -99,13 +118,15 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     :class:`~components.training.guard.DidNotLearn` when the model did not learn."""
     base = load_section(BaseConfig, "base", params)
     cfg = load_section(spec.config, spec.section, params)
-    torch.manual_seed(base.seed)
+    # no variant in these names: every variant of a task starts from the same weights and sees the
+    # same batches (common random numbers; module doc)
+    torch.manual_seed(seed_for(base.seed, spec.section, task_name, "torch"))
     device = resolve_device(base.device)
-    task = load_tagging_task(root / base.prepared_dir / task_name,
-                             max_train_sentences=cfg.train_cap(task_name), seed=base.seed)
+    task = load_tagging_task(root / base.prepared_dir / task_name, max_train_sentences=cfg.train_cap(task_name),
+                             seed=seed_for(base.seed, "data", task_name, "train_subsample"))
     if on_task is not None:
         on_task(task)
-    model = spec.build(cfg, variant, task, base.seed, root).to(device)
+    model = spec.build(cfg, variant, task, seed_for(base.seed, spec.section, task_name, "model"), root).to(device)
     if initial_score is None:
         model.eval()
         with torch.no_grad():
@@ -116,8 +137,9 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     n_batches = -(-len(task.train) // cfg.optim.batch_size)
 
     state = fit(model, loss_fn,
-                lambda epoch: task.train.batches(cfg.optim.batch_size, shuffle=True, seed=base.seed * 1000 + epoch,
-                                                 device=device), n_batches,
+                lambda epoch: task.train.batches(
+                    cfg.optim.batch_size, shuffle=True, device=device,
+                    seed=seed_for(base.seed, spec.section, task_name, "batches", "epoch", epoch)), n_batches,
                 lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
                 state=resume, on_batch=on_batch, on_epoch=on_epoch)
     label = f"{spec.section} {task_name}/{variant}" if variant else f"{spec.section} {task_name}"
@@ -255,7 +277,9 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
     """
     from ray import tune
     stage, keys = ctx.stage, [_names(t, v)[1] for t, v in runs]
-    grid = [{"task": t, "variant": v, "config": first_suggestion(cfg.sweep, params, ctx.base.seed)} for t, v in runs]
+    # each element: the first suggestion of the searcher its own one-trial sweep would have had
+    grid = [{"task": t, "variant": v,
+             "config": first_suggestion(cfg.sweep, params, searcher_seed(ctx.base.seed, stage, t))} for t, v in runs]
     parents: dict[str, str] = {}
 
     def trial_tags(config: dict[str, Any]) -> dict[str, str]:
@@ -270,7 +294,7 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
             parents[key] = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
         trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, root=str(ctx.root))
         res = run_sweep(trainable, name=f"{stage}-{'+'.join(cfg.tasks)}", cfg=cfg.sweep, params=params,
-                        seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=ctx.run_id,
+                        seed=seed_for(ctx.base.seed, stage, "grid"), tracker=ctx.tracker, parent_run_id=ctx.run_id,
                         storage=ctx.ray_storage, tags={"stage": stage}, grid=grid, trial_tags=trial_tags,
                         allow_errors=True)       # a trial that did not learn fails; _element_result judges
         by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
@@ -313,7 +337,8 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
             trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
                                              variant=variant, root=str(ctx.root))
             results[key] = run_sweep(trainable, name=sweep_name(ctx.stage, task, variant), cfg=cfg.sweep, params=params,
-                                     seed=ctx.base.seed, tracker=ctx.tracker, parent_run_id=parent,
+                                     seed=searcher_seed(ctx.base.seed, ctx.stage, task), tracker=ctx.tracker,
+                                     parent_run_id=parent,
                                      storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage},
                                      allow_errors=True)     # failed trials (did not learn) are recorded
             results[key] = _element_result(sweep_name(ctx.stage, task, variant), cfg.sweep, results[key].trials)

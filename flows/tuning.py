@@ -1,60 +1,77 @@
-"""Studies whose variants run as one Ray Tune grid with a seeded Optuna study inside each trial
-(the ``search_aware`` and ``normalisation`` stages): the space checks done before Ray starts, the
-objective config a suggestion gives, the suggestion itself, and the grid run with its MLflow
-parent run."""
+"""The tuning spine: one trial runner for every study that tunes a model inside a Ray trial
+(``search_aware``, ``normalisation`` and ``scaling``'s tuning of its methods), and one grid launcher.
+
+A study runs as Ray Tune grids (:func:`run_grid`: one trial per element, seen by the trial as
+``config["run"]``, children of an MLflow run ``sweep/<name>``). Inside a trial,
+:func:`tune_in_trial` runs a seeded Optuna study on dev: each Optuna trial suggests values for the
+trial's space (dotted params keys, the dialect of every sweep: :mod:`flows.search_space`), the
+caller's ``train`` trains with params carrying those values and returns its dev score and what to
+keep; every epoch is reported to Ray Tune (``optuna_trial``, ``epoch``, ``dev_score``,
+``train_loss``, ``best_dev_score`` over the trial so far). The best training is returned for the
+caller to decode and record with ``flows.ray_runtime.report_final``. An empty space is one training
+with the settings as written.
+"""
 from __future__ import annotations
 
-import json
+import math
+import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from components.config import ConfigError, ResourcesConfig
-from components.training.registry import OBJECTIVES
+from components.config import ResourcesConfig
+from components.seeds import seed_for
+from flows.ray_runtime import epoch_bar
+from flows.search_space import suggest
 from flows.stages.common import StageContext
-from flows.sweeps import SweepConfig, run_sweep, space_values
+from flows.sweeps import SweepConfig, run_sweep
 
-SPACE_TYPES = ("choice", "loguniform", "uniform")     # what ``suggest`` draws
+EPOCH_KEYS = ("epoch", "dev_score", "train_loss")     # what an epoch record may carry to Ray Tune
 
-
-def check_space(space: dict[str, Any], where: str,
-                check_config: Callable[[dict[str, Any], str], Any] | None = None) -> None:
-    """Keys are ``lr`` or, when ``check_config`` is given, ``config.<dotted key>`` of the objective's
-    config; every value (a choice's values, a range's bounds) is checked: learning rates > 0, config
-    values through ``check_config({key: value}, where)`` (the strict objective config)."""
-    for key, spec in space.items():
-        if key != "lr" and not (key.startswith("config.") and check_config is not None):
-            raise ConfigError(f"{where}: key {key!r} must be 'lr'" + (" or 'config.<key>'" if check_config else ""))
-        values = space_values(spec, f"{where}.{key}", SPACE_TYPES)
-        if key == "lr":
-            if any(float(v) <= 0 for v in values):
-                raise ConfigError(f"{where}.lr: learning rates must be > 0, got {values}")
-        else:
-            for value in values:
-                check_config({key: value}, f"{where}.{key}")
+Report = Callable[[dict[str, Any]], None]              # report(epoch record with epoch, dev_score[, train_loss])
+OnBatch = Callable[[int, int, float], None]
+Train = Callable[[dict[str, Any], Report, OnBatch], "tuple[float, Any]"]
 
 
-def objective_config(objective: str, base: dict[str, Any], values: dict[str, Any], where: str) -> Any:
-    """``objective``'s config (strict): ``base`` with the ``config.``-prefixed ``values`` applied."""
-    cfg = json.loads(json.dumps(base))
-    for key, value in values.items():
-        if not key.startswith("config."):
-            continue
-        cur = cfg
-        parts = key.split(".")[1:]
-        for p in parts[:-1]:
-            cur = cur.setdefault(p, {})
-        cur[parts[-1]] = value
-    return OBJECTIVES.config(objective, cfg, where=where)
+@dataclass
+class Tuned:
+    """The best training of a trial's Optuna study."""
+    score: float                        # its dev score (what Optuna maximised)
+    values: dict[str, Any]              # the values it was trained with (dotted params key -> value)
+    kept: Any                           # what ``train`` returned to keep (weights, fit state, objective ...)
+    trials: list[dict[str, Any]] = field(default_factory=list)   # every training: {values, dev_score}
+    seconds: float = 0.0                # the whole study's wall time
 
 
-def suggest(trial: Any, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """One Optuna suggestion over ``space`` (checked by :func:`check_space`)."""
-    out = {}
-    for key, spec in space.items():
-        if spec["type"] == "choice":
-            out[key] = trial.suggest_categorical(key, list(spec["values"]))
-        else:
-            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=spec["type"] == "loguniform")
-    return out
+def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, seed: int, train: Train) -> Tuned:
+    """Inside a Ray trial: ``trials`` trainings (one if ``space`` is empty) suggested by a
+    ``TPESampler(seed=seed)``; ``train(values, report, on_batch) -> (dev score, kept)``."""
+    import optuna
+    from ray import tune
+
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    n = trials if space else 1
+    best: Tuned | None = None
+    history: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        ot = study.ask()
+        values = suggest(ot, space)
+        before = best.score if best is not None else -math.inf
+        seen = {"dev": -math.inf}
+
+        def report(record: dict[str, Any], i: int = i, before: float = before) -> None:
+            seen["dev"] = max(seen["dev"], float(record["dev_score"]))
+            tune.report({"optuna_trial": float(i), **{k: float(record[k]) for k in EPOCH_KEYS if k in record},
+                         "best_dev_score": max(before, seen["dev"])})
+
+        score, kept = train(values, report, epoch_bar(f"{label} ({i + 1}/{n})"))
+        study.tell(ot, score)
+        history.append({"values": values, "dev_score": score})
+        if best is None or score > best.score:
+            best = Tuned(score=score, values=values, kept=kept)
+    assert best is not None
+    best.trials, best.seconds = history, time.perf_counter() - t0
+    return best
 
 
 def run_grid(ctx: StageContext, params: dict[str, Any], trial: Callable[..., None], name: str,
@@ -67,7 +84,8 @@ def run_grid(ctx: StageContext, params: dict[str, Any], trial: Callable[..., Non
     sweep_cfg = SweepConfig(num_samples=1, max_concurrent=max_concurrent, metric="best_dev_score", mode="max",
                             resources=resources, max_failures=0)
     with ctx.tracker.start_run(f"sweep/{name}", parent_run_id=ctx.run_id, tags={"stage": ctx.stage}) as parent:
-        res = run_sweep(trainable, name=f"{ctx.stage}-{name}", cfg=sweep_cfg, params=params, seed=ctx.base.seed,
+        res = run_sweep(trainable, name=f"{ctx.stage}-{name}", cfg=sweep_cfg, params=params,
+                        seed=seed_for(ctx.base.seed, ctx.stage, name, "grid"),
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
                         tags={"stage": ctx.stage}, grid=grid)
     failed = [t for t in res.trials if t["error"] or "best_dev_score" not in t["metrics"]]

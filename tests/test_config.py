@@ -81,3 +81,30 @@ def test_dotted_keys():
     with pytest.raises(ConfigError, match="'lrr' not found"):
         get_dotted(d, "train.optim.lrr")
     assert flatten(e) == {"train.optim.lr": 2}
+
+
+def test_a_partial_nested_mapping_reads_onto_the_sections_default_instance():
+    import dataclasses as dc
+
+    from components.config import from_dict
+    from components.training.loop import TrainConfig
+
+    @dc.dataclass(frozen=True)
+    class Section:
+        optim: TrainConfig = TrainConfig(lr=0.01, epochs=15, patience=4)
+        other: TrainConfig = dc.field(default_factory=lambda: TrainConfig(epochs=2))
+
+    cfg = from_dict(Section, {"optim": {"lr": 0.5}, "other": {"batch_size": 7}})
+    assert (cfg.optim.lr, cfg.optim.epochs, cfg.optim.patience) == (0.5, 15, 4)     # not TrainConfig's 10 / 3
+    assert (cfg.other.epochs, cfg.other.batch_size) == (2, 7)
+    with pytest.raises(ConfigError, match=r"optim: unknown key\(s\) \['lrr'\]"):
+        from_dict(Section, {"optim": {"lrr": 0.5}})
+
+
+def test_a_scale_may_override_a_key_left_at_its_default():
+    params = {"base": {"scale": "study"}, "train": {"epochs": 3},
+              "scales": {"study": {"train": {"optim.lr": 0.5}, "base.seed": 1}}}
+    out = resolve_scale(params)
+    assert out["train"] == {"epochs": 3, "optim": {"lr": 0.5}} and out["base"]["seed"] == 1
+    with pytest.raises(ConfigError, match="'trian' not found"):      # a section that does not exist
+        resolve_scale({"base": {"scale": "study"}, "scales": {"study": {"trian.optim.lr": 0.5}}})

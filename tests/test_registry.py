@@ -90,3 +90,12 @@ def test_the_project_registries_import_no_implementation():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.stdout.strip() == "[]"
+
+
+def test_build_with_passes_each_entry_only_its_own_settings():
+    from components.inference.registry import INFERENCE
+    settings = {"k": 4, "alpha": 7.0}
+    assert INFERENCE.build_with("beam", settings).cfg.k == 4
+    soft = INFERENCE.build_with("soft_beam", settings)
+    assert (soft.cfg.k, soft.cfg.alpha) == (4, 7.0)
+    INFERENCE.build_with("greedy", settings)            # takes neither

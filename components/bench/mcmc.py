@@ -36,6 +36,7 @@ from components.energies.mlm import MLMEnergy
 from components.inference.mcmc.mlm_kernels import (MHMLM, MHMLMConfig, block_log_q, mh_mlm_log_accept,
                                                    proposal_log_probs, temperature_at)
 from components.metrics.timing import TimingConfig, compare, ratio_metrics
+from components.seeds import seed_for
 
 __all__ = ["naive_energy", "naive_proposal", "naive_log_accept", "NaiveResult", "naive_mh", "acceptance_gap",
            "compare_mh"]
@@ -188,9 +189,11 @@ class _Counting:
 
 def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), *, n_chains: int = 4,
                sweeps: int = 1, mask: Tensor | None = None, timing: TimingConfig = TimingConfig(),
-               device: str = "cpu", law_rows: int = 8) -> dict[str, Any]:
+               device: str = "cpu", law_rows: int = 8, seed: int = 0) -> dict[str, Any]:
     """``mh_mlm`` vs :func:`naive_mh` for ``sweeps`` sweeps of ``n_chains`` chains on ``batch``
-    (block size 1; same initial state), under ``torch.no_grad``. ``law_rows`` random single-site
+    (block size 1; same initial state), under ``torch.no_grad``. ``seed`` is the base of its streams
+    (``seed_for(seed, "start")``: the chains' start; ``"law_rows"``: the checked proposals;
+    ``"sweeps"``: both sides' sweeps, the same seed for each, every timed call). ``law_rows`` random single-site
     proposals are first scored both ways (:func:`acceptance_gap` must be < 1e-6 relative, else
     ``RuntimeError``). Timed by :func:`components.metrics.timing.compare` under ``timing`` (naive,
     fast, naive, ...; a fast turn runs back to back up to ``timing.min_turn_s``, ``fast_calls``
@@ -213,12 +216,12 @@ def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), 
     try:
         counting = _Counting(energy.model)
         fast_energy = MLMEnergy(counting, energy.kind, energy.cfg)
-        sampler = MHMLM(cfg)
+        sampler = MHMLM(cfg, seed=seed_for(seed, "start"))
         with torch.no_grad():
             state0 = sampler.init(fast_energy, batch, n_chains, mask=mask)
         m = state0.mask
         B, N = m.shape
-        g = torch.Generator().manual_seed(cfg.seed + 1)
+        g = torch.Generator().manual_seed(seed_for(seed, "law_rows"))
         R = min(law_rows, n_chains * B)
         y_rows = state0.y.reshape(-1, N)[:R]
         lens = m.repeat(n_chains, 1)[:R].sum(1)
@@ -229,14 +232,16 @@ def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), 
         if gap > 1e-6 * max(1.0, float(state0.energy.abs().max())):
             raise RuntimeError(f"compare_mh: naive and batched MH disagree on acceptance (gap {gap:.3g})")
 
+        sweeps_seed = seed_for(seed, "sweeps")
+
         def fast() -> None:
             with torch.no_grad():
-                st = dataclasses.replace(state0, generator=torch.Generator(device=m.device).manual_seed(cfg.seed))
+                st = dataclasses.replace(state0, generator=torch.Generator(device=m.device).manual_seed(sweeps_seed))
                 for _ in range(sweeps):
                     st, _ = sampler.step(st)
 
         def naive() -> NaiveResult:
-            return naive_mh(energy, batch, state0.y, cfg, sweeps=sweeps, mask=m, seed=cfg.seed)
+            return naive_mh(energy, batch, state0.y, cfg, sweeps=sweeps, mask=m, seed=sweeps_seed)
 
         counting.calls = counting.rows = 0
         fast()

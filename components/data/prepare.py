@@ -61,7 +61,8 @@ class TaggingTaskConfig:
 @dataclass(frozen=True)
 class PrepareConfig:
     tasks: dict[str, TaggingTaskConfig] = field(default_factory=dict)
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)   # seeded train/dev/test split (split: random)
+    # split: book (the Greek NT): Mark is dev, John is test, the other 25 books are train
     dev_books: tuple[str, ...] = ("41",)     # Mark
     test_books: tuple[str, ...] = ("43",)    # John
     min_word_count: int = 1

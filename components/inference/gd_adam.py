@@ -15,7 +15,8 @@ needs a per-instance oracle over nine learning rates. Adam acts elementwise, so 
 batch do not interact: the result for a sentence does not depend on its batch-mates (padded
 positions get zero gradient, hence zero steps).
 
-Start: ``z_0 ~ N(0, init_std^2)`` (near-uniform, as for momentum GD) from a seeded generator, or an
+Start: ``z_0 ~ N(0, init_std^2)`` (near-uniform, as for momentum GD) from a generator seeded with the
+method's ``seed`` argument (the flow derives it from ``base.seed``: ``components.seeds``), or an
 inference network's logits (``warm_start``). Cost: ``iterations`` forward/backward passes of the
 relaxed chain score, ``O(B N L^2)`` each; memory a few ``[B, N, L]`` tensors.
 """
@@ -29,23 +30,23 @@ import torch
 from components.config import check_range
 from components.energies.chain import ChainEnergy
 from components.inference.base import InferenceResult, check
-from components.inference.gd_config import GDConfig
+from components.inference.gd_config import GDConfig, GDStart
 from components.inference.gradient_descent import SeededStarts, initial_logits
 from components.inference.inference_net import warm_start_logits
 
 
 @dataclass(frozen=True)
-class GDAdamConfig:
+class GDAdamConfig(GDStart):
     lr: float = 0.1
     iterations: int = 50
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
-    init_std: float = 0.01
-    seed: int = 0
+    # init_std: GDStart's (the one owner of the start); the start's seed is the method's ``seed``
+    # argument, never a config field
 
     def __post_init__(self):
-        check_range(self, positive=("lr", "eps"), nonnegative=("iterations", "init_std", "seed"),
-                    within={"betas": "[0, 1)"})
+        super().__post_init__()
+        check_range(self, positive=("lr", "eps"), nonnegative=("iterations",), within={"betas": "[0, 1)"})
 
 
 class GradientDescentAdam:
@@ -54,9 +55,9 @@ class GradientDescentAdam:
 
     needs = ChainEnergy
 
-    def __init__(self, cfg: GDAdamConfig = GDAdamConfig(), *, warm_start: Any = None):
+    def __init__(self, cfg: GDAdamConfig = GDAdamConfig(), *, warm_start: Any = None, seed: int = 0):
         self.cfg, self.warm_start = cfg, warm_start
-        self._starts = SeededStarts(cfg.seed)
+        self._starts = SeededStarts(seed)
 
     def __call__(self, energy: Any, batch: Any) -> InferenceResult:
         check(self, energy)
@@ -80,6 +81,6 @@ class GradientDescentAdam:
                                           "iterations": float(c.iterations)})
 
 
-def make_gd_adam(cfg: GDAdamConfig) -> GradientDescentAdam:
-    """The ``INFERENCE`` builder of ``gd_adam``."""
-    return GradientDescentAdam(cfg)
+def make_gd_adam(cfg: GDAdamConfig, *, seed: int = 0) -> GradientDescentAdam:
+    """The ``INFERENCE`` builder of ``gd_adam`` (``seed``: its random starts)."""
+    return GradientDescentAdam(cfg, seed=seed)

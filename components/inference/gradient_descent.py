@@ -68,7 +68,7 @@ from torch import Tensor
 
 from components.config import check_range, field_error
 from components.energies.chain import ChainEnergy
-from components.inference.gd_config import GDConfig
+from components.inference.gd_config import GDConfig, GDStart
 from components.inference.base import InferenceResult, check
 from components.inference.inference_net import warm_start_logits
 from components.structures import linear_chain
@@ -112,8 +112,6 @@ def _check_cfg(cfg: GDConfig) -> None:
         raise ValueError(f"GDConfig.momentum must be in [0, 1), got {cfg.momentum!r}")
     if isinstance(cfg.restarts, bool) or not isinstance(cfg.restarts, int) or cfg.restarts < 1:
         raise ValueError(f"GDConfig.restarts must be a positive int, got {cfg.restarts!r}")
-    if not float(cfg.init_std) >= 0.0:
-        raise ValueError(f"GDConfig.init_std must be >= 0, got {cfg.init_std!r}")
 
 
 def initial_logits(unary: Tensor, mask: Tensor, cfg: GDConfig, init_logits: Tensor | None = None,
@@ -264,7 +262,7 @@ def gradient_descent(unary: Tensor, transition: Tensor, mask: Tensor | None = No
 
 
 @dataclass(frozen=True)
-class GDInferenceConfig:
+class GDInferenceConfig(GDStart):
     """One fixed (lr, N) of momentum GD, the ``gd`` entry of ``INFERENCE``. The defaults (lr 100,
     50 iterations) are a serviceable point of the paper's grid, not the paper's protocol: it tunes
     both per instance (``components.inference.oracle``) or, for warm starts, on dev."""
@@ -272,12 +270,13 @@ class GDInferenceConfig:
     lr: float = 100.0
     iterations: int = 50
     momentum: float = 0.9
-    init_std: float = 0.01          # near-uniform start; see GDConfig
-    seed: int = 0
+    # init_std: GDStart's (the one owner of the start)
+    # no seed here: the random start's seed is the method's ``seed`` argument (the flow derives it
+    # from base.seed, components.seeds), so that params cannot set a seed other than base.seed
 
     def __post_init__(self):
-        check_range(self, positive=("lr",), nonnegative=("iterations", "init_std", "seed"),
-                    within={"momentum": "[0, 1)"})
+        super().__post_init__()
+        check_range(self, positive=("lr",), nonnegative=("iterations",), within={"momentum": "[0, 1)"})
 
     def grid(self) -> GDConfig:
         cfg = GDConfig(lrs=(float(self.lr),), checkpoints=(int(self.iterations),), momentum=self.momentum,
@@ -290,6 +289,8 @@ class SeededStarts:
     """Random starts from one generator per device, seeded once and advancing across calls."""
 
     def __init__(self, seed: int):
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"SeededStarts: seed must be an int >= 0, got {seed!r}")
         self.seed = seed
         self._generators: dict[str, torch.Generator] = {}
 
@@ -305,8 +306,8 @@ class GradientDescent:
 
     ``warm_start`` (an inference network, ``net(words, mask, chars) -> logits [B, N, L]``)
     optionally supplies the start (its pre-softmax scores, Sec. 4.2.2); otherwise
-    ``z_0 ~ N(0, init_std^2)`` from a generator seeded with ``cfg.seed`` (one per device,
-    advancing across calls).
+    ``z_0 ~ N(0, init_std^2)`` from a generator seeded with ``seed`` (one per device, advancing
+    across calls: two methods built with the same seed draw the same starts for the same batches).
 
     Returns labels [B, N], the final relaxed output [B, N, L], the exact energy [B] of the labels,
     and stats ``relaxed_energy`` (mean over the batch), ``lr``, ``iterations``.
@@ -314,10 +315,10 @@ class GradientDescent:
 
     needs = ChainEnergy
 
-    def __init__(self, cfg: GDInferenceConfig = GDInferenceConfig(), *, warm_start: Any = None):
+    def __init__(self, cfg: GDInferenceConfig = GDInferenceConfig(), *, warm_start: Any = None, seed: int = 0):
         self.cfg = cfg.grid()
         self.warm_start = warm_start
-        self._starts = SeededStarts(cfg.seed)
+        self._starts = SeededStarts(seed)
 
     @torch.no_grad()
     def __call__(self, energy: Any, batch: Any) -> InferenceResult:
@@ -333,11 +334,12 @@ class GradientDescent:
                                       "lr": self.cfg.lrs[0], "iterations": float(self.cfg.checkpoints[0])})
 
 
-def make_gd(cfg: GDInferenceConfig) -> GradientDescent:
-    """The ``INFERENCE`` builder of ``gd``."""
-    return GradientDescent(cfg)
+def make_gd(cfg: GDInferenceConfig, *, seed: int = 0) -> GradientDescent:
+    """The ``INFERENCE`` builder of ``gd`` (``seed``: its random starts)."""
+    return GradientDescent(cfg, seed=seed)
 
 
-def make_gd_warm_start(cfg: GDInferenceConfig, net: Any) -> GradientDescent:
-    """The ``INFERENCE`` builder of ``gd_warm_start``: GD from an inference network's logits."""
-    return GradientDescent(cfg, warm_start=net)
+def make_gd_warm_start(cfg: GDInferenceConfig, net: Any, *, seed: int = 0) -> GradientDescent:
+    """The ``INFERENCE`` builder of ``gd_warm_start``: GD from an inference network's logits (``seed``
+    is accepted like every seeded method's, and unused: the start is the network's)."""
+    return GradientDescent(cfg, warm_start=net, seed=seed)

@@ -30,6 +30,7 @@ from components.inference.gd_config import GDConfig
 from components.inference.gradient_descent import gradient_descent
 from components.inference.oracle import instance_counts
 from components.inference.study_config import TunedConfig
+from components.seeds import seed_for
 
 
 def subset(ds: TaggingDataset, n: int, seed: int) -> TaggingDataset:
@@ -44,8 +45,9 @@ def gd_grid(energy: Any, ds: TaggingDataset, indices: Sequence[int], labels: Seq
             on_batch: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
     """-> ``index`` [n], ``counts`` [C, R, K, n, 3], ``energy`` and ``relaxed_energy`` [C, R, K, n].
 
-    Random starts are drawn per batch from a generator seeded by ``seed`` and the batch's first
-    index, so a shard's results do not depend on how the instances were sharded.
+    Random starts are drawn per batch from a generator seeded by ``seed_for(seed, "batch_from", i)``,
+    ``i`` the batch's first instance, so a shard's results do not depend on how the instances were
+    sharded (``seed``: the base of the grid's starts, from the caller's seed policy).
     """
     indices = np.asarray(list(indices), dtype=np.int64)
     order = indices[np.argsort(ds.lengths[indices], kind="stable")]
@@ -54,7 +56,7 @@ def gd_grid(energy: Any, ds: TaggingDataset, indices: Sequence[int], labels: Seq
     for j, idx in enumerate(chunks):
         batch = ds.collate(idx.tolist()).to(device)
         p = energy.potentials(batch)
-        gen = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + int(idx[0]))
+        gen = torch.Generator(device="cpu").manual_seed(seed_for(seed, "batch_from", int(idx[0])))
         z0 = init_logits(batch) if init_logits is not None else None
         res = gradient_descent(p.unary, p.transition, p.mask, cfg, init_logits=z0, generator=gen)
         parts["index"].append(idx)

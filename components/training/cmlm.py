@@ -20,7 +20,11 @@ Training (:func:`train_cmlm`): AdamW with a linear warm-up to ``lr`` over ``warm
 constant rate after it, gradient clipping, batches bucketed by source length and reshuffled each
 epoch, masks drawn from a seeded generator; early stopping on the dev loss (the same objective
 without label smoothing, on masks drawn ONCE from a fixed seed so the epochs are comparable),
-``patience`` epochs without a gain, then the best epoch's weights are restored.
+``patience`` epochs without a gain, then the best epoch's weights are restored. Every stream comes
+from the ``seed`` argument (a flow derives it from ``base.seed``; the config has no seed) by
+:func:`components.seeds.seed_for`: the training subsample ``(seed, "subsample")``, the dev masks
+``(seed, "dev_masks")``, dropout ``(seed, "dropout")``, and per epoch e its batch order
+``(seed, "batches", "epoch", e)`` and masks ``(seed, "masks", "epoch", e)``.
 
 Dev metrics (:func:`evaluate_cmlm`, all means over masked tokens or pairs):
 
@@ -53,6 +57,7 @@ from components.config import check_range, field_error
 from components.data.sampling import subsample_indices
 from components.inference.mask_predict import mask_predict
 from components.metrics.bleu import corpus_bleu
+from components.seeds import seed_for
 
 __all__ = ["CMLMBatch", "CMLMTrainConfig", "CMLMTrainResult", "CMLMEvalSet", "cmlm_batch", "uniform_masking",
            "ratio_masking", "mask_predict_loss", "unigram_log_probs", "make_eval_set", "evaluate_cmlm", "train_cmlm"]
@@ -200,7 +205,6 @@ class CMLMTrainConfig:
     min_delta: float = 0.0
     label_smoothing: float = 0.1       # Mask-Predict's 0.1; 0 = plain cross-entropy
     length_weight: float = 0.1         # weight w of the length NLL
-    seed: int = 0                      # subsample, shuffles, masks, dropout
     max_train_pairs: int = 0           # 0 = all; else a seeded subsample of the training pairs
     dev_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)   # extra dev masking ratios (metrics only)
     unigram_alpha: float = 1.0         # add-alpha smoothing of the unigram baseline
@@ -208,7 +212,7 @@ class CMLMTrainConfig:
     def __post_init__(self):
         check_range(self, positive=("lr", "epochs", "batch_size", "patience", "unigram_alpha"),
                     nonnegative=("warmup_steps", "grad_clip", "weight_decay", "min_delta", "length_weight",
-                                 "seed", "max_train_pairs"),
+                                 "max_train_pairs"),
                     within={"label_smoothing": "[0, 1)", "dev_ratios": "(0, 1]"})
         keys = [_ratio_key(r) for r in self.dev_ratios]
         if len(set(keys)) != len(keys):
@@ -304,19 +308,19 @@ class CMLMTrainResult:
     stats: dict[str, int]              # train_pairs, dev_pairs, dev_skipped_too_long, dev_skipped_disallowed, updates
 
 
-def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), *,
+def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), *, seed: int = 0,
                on_epoch: Callable[[dict[str, float]], None] | None = None,
                on_batch: Callable[[int, int, float], None] | None = None) -> CMLMTrainResult:
     """Train a :class:`components.models.mlm.ConditionalMLM` in place on ``task.train`` with
     early stopping on ``task.dev`` (module doc); on return the model holds the best epoch's
-    weights, in eval mode. ``on_epoch(record)`` after each epoch, ``on_batch(i, n, loss)`` after
-    each update (1-based i)."""
+    weights, in eval mode. ``seed``: the base of every random stream (module doc). ``on_epoch(record)``
+    after each epoch, ``on_batch(i, n, loss)`` after each update (1-based i)."""
     if not isinstance(cfg, CMLMTrainConfig):
         raise TypeError(f"train_cmlm: cfg must be a CMLMTrainConfig, got {type(cfg).__name__}")
     device = model.allowed.device
     train = task.train
     if cfg.max_train_pairs:
-        train = train.subset(subsample_indices(len(train), cfg.max_train_pairs, cfg.seed))
+        train = train.subset(subsample_indices(len(train), cfg.max_train_pairs, seed_for(seed, "subsample")))
     too_long_t = int((train.tgt_len - 1 > model.max_target_len).sum())
     too_long_s = int((train.src_len > model.cfg.max_source_len).sum())
     if too_long_t or too_long_s:
@@ -325,7 +329,8 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
                          f"max_source_len {model.cfg.max_source_len}: align the data and model configs")
     allowed = model.allowed.cpu()
     unigram = unigram_log_probs(train.tgt_ids, allowed, eos=model.eos, alpha=cfg.unigram_alpha)
-    dev = make_eval_set(model, task.dev, batch_size=cfg.batch_size, ratios=cfg.dev_ratios, seed=cfg.seed + 1)
+    dev = make_eval_set(model, task.dev, batch_size=cfg.batch_size, ratios=cfg.dev_ratios,
+                        seed=seed_for(seed, "dev_masks"))
     stats = {"train_pairs": len(train), "dev_pairs": dev.n_pairs, "dev_skipped_too_long": dev.skipped["too_long"],
              "dev_skipped_disallowed": dev.skipped["disallowed"]}
 
@@ -333,20 +338,21 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda step: min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
-    gen = torch.Generator().manual_seed(cfg.seed)
     n_batches = -(-len(train) // cfg.batch_size)
     history: list[dict[str, float]] = []
     best_loss, best_epoch, best_state, best, bad = float("inf"), 0, None, {}, 0
     updates = 0
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):          # dropout seeded without touching the caller's generator
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(seed_for(seed, "dropout"))
         for epoch in range(1, cfg.epochs + 1):
             model.train()
+            gen = torch.Generator().manual_seed(seed_for(seed, "masks", "epoch", epoch))
             t0 = time.perf_counter()
             total = 0.0
             count = 0
-            for i, b in enumerate(train.batches(cfg.batch_size, shuffle=True, seed=cfg.seed + epoch)):
+            for i, b in enumerate(train.batches(cfg.batch_size, shuffle=True,
+                                                seed=seed_for(seed, "batches", "epoch", epoch))):
                 cb = cmlm_batch(b, allowed=allowed, eos=model.eos).to(device)
                 masked = uniform_masking(cb.mask, gen)
                 loss, _ = mask_predict_loss(model, cb, masked, length_weight=cfg.length_weight,

@@ -36,12 +36,19 @@ test metrics); :func:`run_projection` is the Figure 6.1 protocol (pretrain an ML
 from scratch against ``kl`` / ``kl_pl`` started from the pretrained weights with a frozen copy
 as teacher). Both are pure: they return dicts and report epochs only through ``on_epoch``.
 
+Seeds: a cell or projection takes ``seed`` (a replicate's seed, which a flow derives from
+``base.seed``) and ``generator_seed`` (the HMM's parameters: one distribution for every replicate),
+and derives every stream with :func:`components.seeds.seed_for`: the data ``(seed, "data", "train" |
+"dev" | "test")`` (the phoneme pool's order ``(seed, "train_order")``), the initial weights
+``(seed, "model")`` and the batch order of epoch e ``(seed, "batches", "epoch", e)``. None names the
+objective or the train size: the objectives of a replicate train from the same weights on the same
+data, and a replicate's test set is the same for every train size (common random numbers).
+
 Goyal, "Exposure bias, label bias and energy models" (thesis), ch. 6.
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -55,6 +62,7 @@ from components.data.synthetic import (GENERATOR_KINDS, MAX_SEQUENCES, SequenceG
                                        check_enumerable, load_phonemes, make_generator, sequence_block, true_nll)
 from components.energies.mlm import sequence_energy
 from components.models.mlm import BiLSTMMLM, BiLSTMMLMConfig
+from components.seeds import seed_for
 from components.training.loop import FitState, TrainConfig, fit
 
 __all__ = ["EXACT_OBJECTIVES", "TEACHER_OBJECTIVES", "METRICS", "CELL_SOURCES", "enumerate_sequences",
@@ -314,27 +322,26 @@ class ExactTrainConfig:
     patience: int = 3              # epochs without a dev gain above min_delta before stopping
     min_delta: float = 1e-3        # nats a sequence
     grad_clip: float = 5.0         # 0: off
-    seed: int = 0                  # the batch order (the model's initialisation is its own seed)
     rows: int = 65536              # network rows a scoring pass (log Z chunk, evaluation batches)
     max_sequences: int = MAX_SEQUENCES   # cap on the sequences log Z may enumerate
 
     def __post_init__(self):
         check_range(self, positive=("lr", "epochs", "batch_size", "ll_batch_size", "patience", "rows",
                                     "max_sequences"),
-                    nonnegative=("min_delta", "grad_clip", "seed"))
+                    nonnegative=("min_delta", "grad_clip"))
 
 
 def train_exact(model: Any, objective: str, train: SequenceSet, dev: SequenceSet,
                 cfg: ExactTrainConfig = ExactTrainConfig(), teacher: Any = None,
-                on_epoch: Callback | None = None) -> tuple[Any, list[dict[str, Any]]]:
+                on_epoch: Callback | None = None, *, seed: int = 0) -> tuple[Any, list[dict[str, Any]]]:
     """Train ``model`` in place on ``objective`` with Adam (batches of ``cfg.batch_size`` sequences,
     ``cfg.ll_batch_size`` for ``ll``); stop after ``patience`` epochs without a gain in the
     objective's dev value and restore the best epoch's weights.
 
     Returns ``(model, history)``: one record an epoch (``epoch``, ``train_loss``, ``train_seconds``,
     ``lr``, ``dev_loss`` (the objective's dev value), ``dev_score`` (= -dev_loss), ``best_epoch``
-    (so far)). ``on_epoch(epoch, record)`` is called after each. Deterministic given ``cfg.seed``
-    and the model's initial weights (on CPU)."""
+    (so far)). ``on_epoch(epoch, record)`` is called after each. Deterministic given ``seed`` (epoch
+    e's batch order: ``seed_for(seed, "epoch", e)``) and the model's initial weights (on CPU)."""
     _check_objective(objective, teacher)
     _check_model(model, "train_exact")
     _check_data(train, model, "train_exact: train")
@@ -349,7 +356,7 @@ def train_exact(model: Any, objective: str, train: SequenceSet, dev: SequenceSet
     bs = cfg.ll_batch_size if objective == "ll" and cfg.ll_batch_size is not None else cfg.batch_size
 
     def batches(epoch: int):
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch)   # resumable: depends on epoch only
+        g = torch.Generator().manual_seed(seed_for(seed, "epoch", epoch))   # resumable: depends on epoch only
         order = torch.randperm(n, generator=g)
         for s in range(0, n, bs):
             idx = order[s:s + bs]
@@ -384,15 +391,13 @@ class CellConfig:
     train: ExactTrainConfig = ExactTrainConfig()
     vocab: int = 5                  # synthetic: V and T (the thesis: 5 and 5)
     length: int = 5
-    generator_seed: int = 0         # the HMM's parameters: one distribution for every cell seed
     dev_size: int = 1000            # synthetic dev (early stopping) and test sets
     test_size: int = 5000
     phoneme_dir: str = "data/prepared/cmudict"
     phoneme_max_len: int = 4        # 39 + ... + 39^4 = 2.37M sequences in log Z (length 6: 3.6e9)
 
     def __post_init__(self):
-        check_range(self, positive=("vocab", "length", "dev_size", "test_size", "phoneme_max_len"),
-                    nonnegative=("generator_seed",))
+        check_range(self, positive=("vocab", "length", "dev_size", "test_size", "phoneme_max_len"))
 
 
 @dataclass(frozen=True)
@@ -406,11 +411,13 @@ class CellData:
     generator: SequenceGenerator | None = field(default=None, compare=False)
 
 
-def cell_data(source: str, n_train: int, seed: int, cfg: CellConfig = CellConfig()) -> CellData:
-    """Data of one cell. Synthetic (``source`` a generator kind): test, dev and train sampled from
-    three streams seeded by ``seed`` (so a seed's test set is the same for every train size).
-    ``"phonemes"``: ``n_train`` sequences of the train file (shuffled by ``seed``), the dev and
-    test files, lengths 1..``cfg.phoneme_max_len``."""
+def cell_data(source: str, n_train: int, seed: int, cfg: CellConfig = CellConfig(), *,
+              generator_seed: int = 0) -> CellData:
+    """Data of one cell. Synthetic (``source`` a generator kind, its parameters drawn with
+    ``generator_seed``): test, dev and train sampled from three streams derived from ``seed`` (so a
+    seed's test set is the same for every train size). ``"phonemes"``: ``n_train`` sequences of the
+    train file (shuffled by a stream of ``seed``), the dev and test files, lengths
+    1..``cfg.phoneme_max_len``."""
     if source not in CELL_SOURCES:
         raise ValueError(f"cell_data: source must be one of {CELL_SOURCES}, got {source!r}")
     if isinstance(n_train, bool) or not isinstance(n_train, int) or n_train < 1:
@@ -422,25 +429,26 @@ def cell_data(source: str, n_train: int, seed: int, cfg: CellConfig = CellConfig
         if n_train > len(tr.data):
             raise ValueError(f"cell_data: n_train = {n_train} but {cfg.phoneme_dir}/train.parquet has "
                              f"{len(tr.data)} sequences of length <= {cfg.phoneme_max_len}")
-        order = torch.randperm(len(tr.data), generator=torch.Generator().manual_seed(seed))
+        order = torch.randperm(len(tr.data), generator=torch.Generator().manual_seed(seed_for(seed, "train_order")))
         return CellData(tr.data.subset(order[:n_train]), dev.data, test.data, len(tr.vocab))
-    gen = make_generator(source, cfg.vocab, cfg.length, cfg.generator_seed)
+    gen = make_generator(source, cfg.vocab, cfg.length, generator_seed)
 
-    def draw(n: int, stream: int) -> SequenceSet:
-        return SequenceSet.full(gen.sample(n, torch.Generator().manual_seed(3 * seed + stream)))
+    def draw(n: int, stream: str) -> SequenceSet:
+        return SequenceSet.full(gen.sample(n, torch.Generator().manual_seed(seed_for(seed, "data", stream))))
 
-    return CellData(draw(n_train, 2), draw(cfg.dev_size, 1), draw(cfg.test_size, 0), cfg.vocab, gen)
+    return CellData(draw(n_train, "train"), draw(cfg.dev_size, "dev"), draw(cfg.test_size, "test"), cfg.vocab, gen)
 
 
 def _train_and_test(data: CellData, train: SequenceSet, objective: str, seed: int, cfg: CellConfig,
                     init: Any = None, teacher: Any = None,
                     on_epoch: Callback | None = None) -> tuple[Any, dict[str, Any]]:
-    model = BiLSTMMLM(data.vocab_size, cfg.model, seed=seed)
+    model = BiLSTMMLM(data.vocab_size, cfg.model, seed=seed_for(seed, "model"))
     if init is not None:
         model.load_state_dict(init.state_dict())
-    tcfg = dataclasses.replace(cfg.train, seed=seed)
+    tcfg = cfg.train
     t0 = time.perf_counter()
-    model, history = train_exact(model, objective, train, data.dev, tcfg, teacher=teacher, on_epoch=on_epoch)
+    model, history = train_exact(model, objective, train, data.dev, tcfg, teacher=teacher, on_epoch=on_epoch,
+                                 seed=seed_for(seed, "batches"))
     seconds = time.perf_counter() - t0
     out: dict[str, Any] = evaluate_exact(model, data.test, rows=tcfg.rows, max_sequences=tcfg.max_sequences)
     if data.generator is not None:
@@ -452,15 +460,15 @@ def _train_and_test(data: CellData, train: SequenceSet, objective: str, seed: in
 
 
 def run_cell(source: str, train_size: int, objective: str, seed: int, cfg: CellConfig = CellConfig(), *,
-             on_epoch: Callback | None = None) -> dict[str, Any]:
+             generator_seed: int = 0, on_epoch: Callback | None = None) -> dict[str, Any]:
     """One cell of Table 6.1: build the data (:func:`cell_data`), train a fresh ``BiLSTMMLM``
-    (initialised with ``seed``) on ``objective`` (not ``kl``/``kl_pl``: see :func:`run_projection`),
-    evaluate on test. Returns ``{nll, neg_pll, neg_mlm, [true_nll], epochs, best_epoch,
+    (initialised from a stream of ``seed``; module doc) on ``objective`` (not ``kl``/``kl_pl``: see
+    :func:`run_projection`), evaluate on test. Returns ``{nll, neg_pll, neg_mlm, [true_nll], epochs, best_epoch,
     best_dev_loss, train_seconds, train_size}``; ``train_seconds`` includes the dev evaluations."""
     if objective in TEACHER_OBJECTIVES:
         raise ValueError(f"run_cell: objective {objective!r} needs a pretrained teacher; use run_projection")
     _check_objective(objective, None)
-    data = cell_data(source, train_size, seed, cfg)
+    data = cell_data(source, train_size, seed, cfg, generator_seed=generator_seed)
     return _train_and_test(data, data.train, objective, seed, cfg, on_epoch=on_epoch)[1]
 
 
@@ -479,7 +487,7 @@ class ProjectionConfig:
 
 
 def run_projection(source: str, seed: int, cfg: ProjectionConfig = ProjectionConfig(), *,
-                   on_epoch: Callback | None = None) -> dict[str, Any]:
+                   generator_seed: int = 0, on_epoch: Callback | None = None) -> dict[str, Any]:
     """Figure 6.1: pretrain an MLM (objective ``mlm``) on ``pretrain_size`` sequences; then, on the
     nested prefixes of ``train_sizes`` of a disjoint pool, train ``pll`` from scratch and ``kl`` /
     ``kl_pl`` from the pretrained weights with a frozen copy as teacher. All share dev and test.
@@ -488,7 +496,7 @@ def run_projection(source: str, seed: int, cfg: ProjectionConfig = ProjectionCon
     (synthetic), "runs": [{objective, train_size, nll, neg_pll, neg_mlm, epochs, ...}]}``.
     ``on_epoch(epoch, record)`` records carry ``objective`` and ``train_size``."""
     c = cfg.cell
-    data = cell_data(source, cfg.pretrain_size + max(cfg.train_sizes), seed, c)
+    data = cell_data(source, cfg.pretrain_size + max(cfg.train_sizes), seed, c, generator_seed=generator_seed)
 
     def tagged(objective: str, size: int) -> Callback | None:
         if on_epoch is None:

@@ -12,10 +12,12 @@ imported when it is built or its config read; see :mod:`components.registry`).
   ``selects_alpha`` and ``initial_alpha``; ``ScaledModel(energy, name, cfg)`` applies one.
 
 Step objectives (structure ``steps``, ``components.training.search_aware``) train a ``StepScorer``:
-``build(name, cfg, updates_per_epoch=, seed=, o_id=)`` -> ``objective(scorer, batch) -> scalar``
+``build(name, cfg, updates_per_epoch=, seed=, o_id=, k=)`` -> ``objective(scorer, batch) -> scalar``
 with ``loss(scorer, batch) -> [B]`` (every step objective takes the same inputs; each uses what it
-needs). Meta ``feed`` (what the decoder is fed in training) and ``prediction`` (the decoding the
-paper evaluates it with).
+needs: ``k``, the task's beam size, sets a relaxed-beam objective's ``k``). An objective tells a
+flow what it needs to know about it: ``alpha_at(epoch)`` and ``describe()`` (``_StepObjective``).
+Meta ``feed`` (what the decoder is fed in training) and ``prediction`` (the decoding the paper
+evaluates it with).
 
 The Shevchenko & Osokin study's tasks are ``STUDY_TASKS`` in ``components.training.studies``.
 """

@@ -35,6 +35,7 @@ exponentially per epoch otherwise (from smooth toward the hard search).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -83,15 +84,39 @@ def _check_gold(scorer: Any, batch: Any) -> torch.Tensor:
 
 
 class _StepObjective:
+    """What every step objective shares. Besides the loss, an objective says what a flow needs to
+    know about it, so that no flow reads its config by duck typing: :meth:`alpha_at` (the soft
+    search's alpha at an epoch, ``None`` without one) and :meth:`describe` (the report's columns)."""
     per_position: bool = True
+    feeds_model = False                  # trained on the model's own choices (scheduled sampling)
 
-    def __init__(self) -> None:
+    def __init__(self, cfg: Any = None) -> None:
+        self.cfg = cfg
         self.epoch = 1
         self._calls = 0
         self._calls_epoch = 0
 
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:   # [B]
         raise NotImplementedError
+
+    def alpha_schedule(self) -> AlphaSchedule | None:
+        """The alpha schedule this objective trains with (``None``: no soft search)."""
+        return None
+
+    def alpha_at(self, epoch: int) -> float | None:
+        """alpha at ``epoch`` (1-based), e.g. the alpha of the epoch whose model was kept, which is
+        the alpha the soft beam decodes that model with; ``None`` without a schedule."""
+        sched = self.alpha_schedule()
+        return None if sched is None else sched.at(epoch)
+
+    def describe(self) -> dict[str, Any]:
+        """The report's columns: ``alpha`` (none | fixed | annealed), ``decay_k`` (the scheduled-
+        sampling decay, ``None`` without one; 0 = always feed the model) and ``feed`` (``gold``, or
+        the model's choice, ``greedy`` | ``sample``)."""
+        sched = self.alpha_schedule()
+        return {"alpha": "none" if sched is None else ("annealed" if sched.annealed else "fixed"),
+                "decay_k": float(self.cfg.decay_k) if self.feeds_model else None,
+                "feed": self.cfg.feed if self.feeds_model else "gold"}
 
     def _count(self) -> None:
         if self._calls_epoch != self.epoch:
@@ -118,6 +143,9 @@ class SeqCEConfig:
 
 
 class SeqCE(_StepObjective):
+    def __init__(self, cfg: SeqCEConfig = SeqCEConfig()):
+        super().__init__(cfg)
+
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
         gold = _check_gold(scorer, batch)
         scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]), steps=gold.shape[1])
@@ -144,8 +172,7 @@ def log_normalisers(scorer: Any, batch: Any) -> torch.Tensor:
 
 class SelfNormalisedCE(_StepObjective):
     def __init__(self, cfg: SelfNormalisedCEConfig):
-        super().__init__()
-        self.cfg = cfg
+        super().__init__(cfg)
 
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
         gold = _check_gold(scorer, batch)
@@ -176,17 +203,22 @@ class SoftScheduledSamplingConfig(ScheduledSamplingConfig):
 class ScheduledSampling(_StepObjective):
     """Bengio et al. (2015) (``soft=False``) or its relaxation (``soft=True``; see the module doc)."""
 
+    feeds_model = True
+
     def __init__(self, cfg: ScheduledSamplingConfig, updates_per_epoch: int, soft: bool, seed: int = 0):
-        super().__init__()
+        super().__init__(cfg)
         if updates_per_epoch < 1:
             raise ValueError(f"scheduled sampling: updates_per_epoch must be >= 1, got {updates_per_epoch}")
-        self.cfg, self.updates_per_epoch, self.soft = cfg, updates_per_epoch, soft
+        self.updates_per_epoch, self.soft = updates_per_epoch, soft
         self.gen = torch.Generator().manual_seed(seed)
 
     @property
     def eps(self) -> float:
         i = max(self.epoch - 2, 0) * self.updates_per_epoch + self._calls
         return gold_probability(self.epoch, i, self.cfg.decay_k)
+
+    def alpha_schedule(self) -> AlphaSchedule | None:
+        return self.cfg.alpha if self.soft else None
 
     @property
     def alpha(self) -> float:
@@ -263,8 +295,11 @@ class BeamDirectLoss(_StepObjective):
     per_position = False
 
     def __init__(self, cfg: BeamObjectiveConfig, o_id: int = -1):
-        super().__init__()
-        self.cfg, self.o_id = cfg, o_id
+        super().__init__(cfg)
+        self.o_id = o_id
+
+    def alpha_schedule(self) -> AlphaSchedule:
+        return self.cfg.alpha
 
     @property
     def alpha(self) -> float:
@@ -290,7 +325,7 @@ class BeamHinge(BeamDirectLoss):
 
 
 def make_seq_ce(cfg: SeqCEConfig, **_: Any) -> SeqCE:
-    return SeqCE()
+    return SeqCE(cfg)
 
 
 def make_self_normalised_ce(cfg: SelfNormalisedCEConfig, **_: Any) -> SelfNormalisedCE:
@@ -305,9 +340,15 @@ def make_soft_scheduled_sampling(cfg: SoftScheduledSamplingConfig, *, updates_pe
     return ScheduledSampling(cfg, updates_per_epoch, soft=True, seed=seed)
 
 
-def make_beam_dl(cfg: BeamObjectiveConfig, *, o_id: int = -1, **_: Any) -> BeamDirectLoss:
-    return BeamDirectLoss(cfg, o_id)
+def _beam_cfg(cfg: BeamObjectiveConfig, k: int | None) -> BeamObjectiveConfig:
+    """The config with the task's beam size ``k`` (the relaxed beam searches as wide as the task's
+    decoding beam) when one is given."""
+    return cfg if k is None else dataclasses.replace(cfg, k=int(k))
 
 
-def make_beam_hinge(cfg: BeamObjectiveConfig, *, o_id: int = -1, **_: Any) -> BeamHinge:
-    return BeamHinge(cfg, o_id)
+def make_beam_dl(cfg: BeamObjectiveConfig, *, o_id: int = -1, k: int | None = None, **_: Any) -> BeamDirectLoss:
+    return BeamDirectLoss(_beam_cfg(cfg, k), o_id)
+
+
+def make_beam_hinge(cfg: BeamObjectiveConfig, *, o_id: int = -1, k: int | None = None, **_: Any) -> BeamHinge:
+    return BeamHinge(_beam_cfg(cfg, k), o_id)

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 from components.config import ConfigError, check_range
 from components.inference.oracle import instance_counts
+from components.seeds import seed_for
 from components.training.registry import OBJECTIVES, objectives_for
 from components.training.loop import FitState, TrainConfig, fit
 from components.training.scaling import ScaledModel
@@ -239,9 +240,11 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
                     on_batch: Callable[[int, int, float], None] | None = None) -> ProcedureResult:
     """Train ``model`` in place by ``procedure``; the model ends on its best-on-dev weights.
 
-    train_batches(epoch, batch_size) yields shuffled training batches (seeded by the caller);
-    dev_batches() the dev set; subset_batches() the fixed training subset D (online scaling's
-    alpha selection and the ratio curves). ``n_train`` is the number of training examples.
+    train_batches(epoch_seed, batch_size) yields training batches shuffled by ``epoch_seed =
+    seed_for(seed, "epoch", n)`` for the n-th epoch counted across phases (a phase's shuffles differ
+    from the previous phase's; ``seed`` is the base, from the caller's seed policy); dev_batches()
+    the dev set; subset_batches() the fixed training subset D (online scaling's alpha selection and
+    the ratio curves). ``n_train`` is the number of training examples.
     """
     if procedure not in PROCEDURES:
         raise ValueError(f"procedure {procedure!r}: expected one of {PROCEDURES}")
@@ -285,7 +288,8 @@ def train_procedure(model: ScaledModel, task: StructuredTask, procedure: str, cf
 
         n_batches = -(-n_train // tc.batch_size)
         offset = result.epochs      # epochs are numbered across phases; so are the shuffles
-        state = fit(model, loss_fn, lambda ep, tc=tc, offset=offset: train_batches(seed * 7919 + offset + ep, tc.batch_size),
+        state = fit(model, loss_fn,
+                    lambda ep, tc=tc, offset=offset: train_batches(seed_for(seed, "epoch", offset + ep), tc.batch_size),
                     n_batches, lambda m, u=unary_only: {"score": evaluate(m, task, dev_batches(), unary_only=u)},
                     tc, on_epoch=epoch_hook, on_batch=on_batch, before_eval=before_eval)
         result.epochs += state.epoch

@@ -20,6 +20,14 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
   label sequence under two LSTM language models trained on the task (Sec. 6.2).
 
 Everything lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow.
+
+Seeds (:func:`components.seeds.seed_for` of ``base.seed``): the evaluation subset of a split
+``("approx", task, split, "subset")``; the GD grid's starts ``("approx", task, split, "gd_starts")``
+(per batch, :func:`~components.inference.study.gd_grid`), the same for both energies and every start
+scale, so that those comparisons are paired; the random starts of the seeded methods
+(``INFERENCE`` entries with ``meta["seeded"]``: ``gd``, ``gd_adam``, ``gd_warm_start``)
+``("approx", task, "method_starts")``, one seed for every method and energy (the same instances get
+the same starts); each language model ``("approx", task, "lm", kind)``.
 """
 from __future__ import annotations
 
@@ -43,6 +51,7 @@ from components.inference.oracle import oracle_select
 from components.inference.study_config import ApproxStudyConfig
 from components.inference.study import gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
 from components.metrics.correlation import spearman
+from components.seeds import seed_for
 from components.training.infnet import variant_name
 from components.training.lm import LM_KINDS, tagging_lm_perplexities
 from flows.parallel import shards, sharded_map
@@ -57,19 +66,31 @@ def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
     cfg: ApproxStudyConfig = args["cfg"]
     root = Path(args["root"])
     task = load_tagging_task(root / args["prepared_dir"] / args["task"])
-    ds = _split(task, args["split"], cfg, args["task"], args["seed"])
+    ds = _split(task, args["split"], cfg, args["task"], args["base_seed"])
     device = resolve_device(args["device"])
     energy = checkpoints.load(root / cfg.energy_dir / args["task"] / args["energy"], device, expect="energy")
     gd = dataclasses.replace(cfg.gd.for_task(args["task"]), init_std=args["init_std"])
+    # no energy and no start scale in the name: every grid of a split starts from the same draws
+    seed = seed_for(args["base_seed"], "approx", args["task"], args["split"], "gd_starts")
     return gd_grid(energy, ds, range(args["start"], args["stop"]), task.vocabs["label"].tokens, task.metric,
-                   gd, batch_size=cfg.batch_size, seed=args["seed"], device=device)
+                   gd, batch_size=cfg.batch_size, seed=seed, device=device)
 
 
-def _split(task: Any, split: str, cfg: ApproxStudyConfig, task_name: str, seed: int):
+def _split(task: Any, split: str, cfg: ApproxStudyConfig, task_name: str, base_seed: int):
     """The evaluation subset of a split: every stage part reads test and dev through here."""
+    seed = seed_for(base_seed, "approx", task_name, split, "subset")
     if split == "test":
         return subset(task.test, cfg.max_test_sentences.get(task_name, 0), seed)
     return subset(task.dev, cfg.max_dev_sentences, seed)
+
+
+def _seeded(method: str, base_seed: int, task_name: str) -> dict[str, int]:
+    """``seed=`` for an ``INFERENCE`` method whose builder takes one (``meta["seeded"]``): one seed
+    per task for every method and energy, so that methods compared on the same instances start from
+    the same random logits (common random numbers)."""
+    if not INFERENCE[method].meta.get("seeded"):
+        return {}
+    return {"seed": seed_for(base_seed, "approx", task_name, "method_starts")}
 
 
 def _validate(cfg: ApproxStudyConfig) -> None:
@@ -86,7 +107,7 @@ def _validate(cfg: ApproxStudyConfig) -> None:
 
 def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dict[str, Any]:
     base = ctx.base
-    device, seed = resolve_device(base.device), base.seed
+    device, seed = resolve_device(base.device), base.seed          # the base of the names (module doc)
     t0 = time.perf_counter()
 
     def done(what: str) -> None:
@@ -126,7 +147,7 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
         for split, ds in (("test", test), ("dev", dev))[:2 if std == gd.init_std else 1]:
             spans = shards(len(ds), cfg.shard_size)
             jobs.append((name, std, split, len(spans)))
-            args += [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "seed": seed,
+            args += [{"root": str(ctx.root), "prepared_dir": base.prepared_dir, "task": task_name, "base_seed": seed,
                       "device": base.device, "energy": name, "split": split, "init_std": std, "cfg": cfg,
                       "start": a, "stop": b} for a, b in spans]
     results = sharded_map(_gd_shard, args, resources=cfg.resources, desc=f"{task_name} GD grid shards")
@@ -164,7 +185,7 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     # the methods of approx.methods, one config each, under both energies
     for mname, mcfg in cfg.methods.items():
         for name in energies:
-            evaluate(name, INFERENCE.build(mname, mcfg), mname)
+            evaluate(name, INFERENCE.build(mname, mcfg, **_seeded(mname, seed, task_name)), mname)
     done(f"methods {list(cfg.methods)}")
 
     # inference networks and local baselines (Table 1: every arch under the BLSTM-CRF energy;
@@ -184,13 +205,14 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     # Table 6: the tuned methods on the BLSTM-CRF+ energy with the task's inference network
     net = nets[variant_name(cfg.energy, cfg.arch.get(task_name, "blstm"), "infnet")]
     for mname, tcfg in cfg.tuned.items():
-        out[f"{cfg.energy}.{mname}"] = tune_on_dev(lambda c, m=mname: INFERENCE.build(m, c, net=net), tcfg,
-                                                   energies[cfg.energy], dev, test, labels, metric, batch_size=bs,
-                                                   device=device)
+        def make(c, m=mname):
+            return INFERENCE.build(m, c, net=net, **_seeded(m, seed, task_name))
+        out[f"{cfg.energy}.{mname}"] = tune_on_dev(make, tcfg, energies[cfg.energy], dev, test, labels, metric,
+                                                   batch_size=bs, device=device)
     done(f"tuned {list(cfg.tuned)}")
 
     # Table 3: speed (examples/s) under the BLSTM-CRF energy, at batch size 10 and the fastest size
-    methods = {m: INFERENCE.build(m, c) for m, c in cfg.speed_methods.items()}
+    methods = {m: INFERENCE.build(m, c, **_seeded(m, seed, task_name)) for m, c in cfg.speed_methods.items()}
     methods.update({a: INFERENCE.build("infnet", net=nets[variant_name(cfg.table1_energy, a, "infnet")])
                     for a in cfg.archs})
     sp = {}
@@ -205,7 +227,8 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     # in this process with its threads: two 1-thread Ray tasks side by side were slower (the word
     # LM's 17k-way softmax dominates; measured 214 s against 188 s on Greek morphology)
     ppl = {kind: tagging_lm_perplexities(kind, task.train, test, task.vocabs["word"], len(labels), cfg.lm,
-                                         epochs=cfg.lm_epochs, seed=seed, max_words=cfg.lm_max_words)
+                                         epochs=cfg.lm_epochs, seed=seed_for(seed, "approx", task_name, "lm", kind),
+                                         max_words=cfg.lm_max_words)
            for kind in LM_KINDS}
     corr = {}
     for mname, key in (("infnet", f"{cfg.table1_energy}.blstm.infnet"), ("gd", f"{cfg.table1_energy}.gd")):

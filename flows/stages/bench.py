@@ -28,6 +28,12 @@ initialised seq2seq tagger, and on the first ``sentences`` dev sentences hard ``
 
 MH (``bench.mcmc``, :mod:`components.bench.mcmc`): ``mh_mlm`` against the naive
 Algorithm 4 on a randomly initialised conditional MLM. Metrics under ``mcmc.<device>``.
+
+Seeds (:func:`components.seeds.seed_for` of ``base.seed``; no ``bench.*.seed`` knob): the kernels'
+random potentials ``("bench", "kernels", "inputs")``, the oracle grid's start
+``("bench", "oracle", "starts")``, the beam benchmark's tagger ``("bench", "beam", "model")`` and
+batch order ``("bench", "beam", "batches")``, and the MH benchmark's base ``("bench", "mcmc")``
+(sources, model, chains derived from it). No device in a name: every device times the same inputs.
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ from components.inference.mcmc.traces import shard_batch
 from components.bench.mcmc import compare_mh
 from components.models.mlm import CMLMConfig, ConditionalMLM
 from components.io import write_text
+from components.seeds import seed_for
 from components.metrics.timing import TimingConfig, compare, load_average, ratio_metrics
 from components.structures import linear_chain
 from components.data.tasks import load_tagging_task
@@ -66,18 +73,17 @@ class KernelBenchConfig:
     labels: tuple[int, ...] = (17, 400, 1000)
     baselines: tuple[str, ...] = ("pytorch_crf", "torch_struct")
     torch_struct_max_labels: int = 64      # its L^3 parallel scan does not fit beyond this on 24 GiB
-    seed: int = 0
 
     def __post_init__(self):
         check_range(self, positive=("batch", "length", "labels"),
-                    nonnegative=("torch_struct_max_labels", "seed"))
+                    nonnegative=("torch_struct_max_labels",))
 
 
 @dataclass(frozen=True)
 class OracleBenchConfig:
     task: str = "pos"
     energy: str = "blstm_crf_plus"
-    instances: int = 8                      # the naive loop costs ~15 s per instance on 2 cores
+    instances: int = 2                      # the naive loop costs ~15 s per instance on 2 cores, >= 3 rounds
     energy_dir: str = "models/energy"
 
     def __post_init__(self):
@@ -96,7 +102,6 @@ class BeamBenchConfig:
     decode_batch_size: int = 64             # batched decoding (the search_aware stage's eval_batch_size)
     lr: float = 1e-3
     decode_target: float = 20.0             # issue 6: batched decoding >= 20x the naive loop
-    seed: int = 0
 
     def __post_init__(self):
         if not self.train_ks or min(self.train_ks) < 1 or self.decode_k < 1:
@@ -105,7 +110,7 @@ class BeamBenchConfig:
         if self.sentences < 1 or self.batch_size < 1 or self.decode_batch_size < 1 or self.train_batches < 0:
             raise ValueError("bench.beam: sentences, batch_size and decode_batch_size must be >= 1, "
                              "train_batches >= 0")
-        check_range(self, positive=("lr", "decode_target"), nonnegative=("seed",))
+        check_range(self, positive=("lr", "decode_target"))
 
 
 @dataclass(frozen=True)
@@ -114,17 +119,15 @@ class MCMCBenchConfig:
     the naive Algorithm 4 (per chain and position, the energies recomputed with T one-sequence
     passes each), on a randomly initialised conditional MLM of the ``cmlm`` stage's architecture."""
     chains: int = 5
-    sentences: int = 4                      # random sources and targets
-    source_length: int = 20
-    target_length: int = 20
+    sentences: int = 2                      # random sources and targets
+    source_length: int = 12
+    target_length: int = 12
     sweeps: int = 1
     energy: str = "norm"
     target: float = 20.0                    # issue 12: >= 20x the naive loop on CPU
-    seed: int = 0
 
     def __post_init__(self):
-        check_range(self, positive=("chains", "sentences", "source_length", "target_length", "sweeps", "target"),
-                    nonnegative=("seed",))
+        check_range(self, positive=("chains", "sentences", "source_length", "target_length", "sweeps", "target"))
         if self.energy not in ENERGY_KINDS:
             raise field_error(self, "energy", f"must be one of {ENERGY_KINDS}, got {self.energy!r}")
 
@@ -133,7 +136,9 @@ class MCMCBenchConfig:
 class BenchConfig:
     threads: int = 2
     gpu: bool = True                        # also run on CUDA when it is available
-    timing: TimingConfig = field(default_factory=TimingConfig)   # the stopping rule of every comparison
+    # the stopping rule of every comparison: a 15 s cap per comparison and device; a side faster than
+    # 0.2 s runs back to back within its turn (its time per call kept)
+    timing: TimingConfig = field(default_factory=lambda: TimingConfig(max_seconds=15.0, min_turn_s=0.2))
     kernels: KernelBenchConfig = field(default_factory=KernelBenchConfig)
     oracle: OracleBenchConfig = field(default_factory=OracleBenchConfig)
     beam: BeamBenchConfig = field(default_factory=BeamBenchConfig)
@@ -175,14 +180,14 @@ def _load(load: dict[str, float] | None) -> str:
 
 
 def bench_kernels(cfg: KernelBenchConfig, device: str, timing: TimingConfig = TimingConfig(),
-                  progress=print) -> dict[str, Any]:
+                  progress=print, *, seed: int = 0) -> dict[str, Any]:
     """Per L and op, ours against each baseline in one :func:`compare` (for ``viterbi`` also the
     compiled max-plus step, ``ours_compiled``): ``L{L}.{op}.{side}_ms`` (median),
     ``L{L}.{op}.speedup_vs_{baseline}`` (median of baseline / ours per round, with ``_q1``/``_q3``/
     ``_iqr_rel``/``_converged``), ``L{L}.viterbi.compiled_speedup_vs_pytorch_crf`` (the same),
-    ``L{L}.{op}.rounds``/``.converged``/``.load_avg_start``."""
+    ``L{L}.{op}.rounds``/``.converged``/``.load_avg_start``. ``seed``: the random potentials."""
     out: dict[str, Any] = {}
-    g = torch.Generator(device="cpu").manual_seed(cfg.seed)
+    g = torch.Generator(device="cpu").manual_seed(seed)
     for L in cfg.labels:
         unary = torch.randn(cfg.batch, cfg.length, L, generator=g).to(device)
         trans = (torch.randn(L, L, generator=g) * 0.1).to(device)
@@ -290,7 +295,8 @@ def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device
         p = energy.potentials(batch)
     ch = linear_chain.validate(p.unary, p.transition, p.mask, caller="bench oracle")
     unary, trans, mask = ch.unary, ch.transition, ch.mask
-    z0 = initial_logits(unary, mask, gd, None, torch.Generator(device="cpu").manual_seed(0))
+    g = torch.Generator(device="cpu").manual_seed(seed_for(ctx.base.seed, "bench", "oracle", "starts"))
+    z0 = initial_logits(unary, mask, gd, None, g)
     last: dict[str, Any] = {}
 
     def side(name: str, fn) -> Any:
@@ -319,9 +325,11 @@ def bench_beam(cfg: BeamBenchConfig, ctx: StageContext, device: str, timing: Tim
     task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
     sizes = task.sizes
     model = Seq2SeqTagger(cfg.model, sizes["n_words"], sizes["n_labels"], n_chars=sizes["n_chars"],
-                          glove_ids=task.glove_ids, glove_vectors=task.glove_vectors, seed=cfg.seed).to(device)
+                          glove_ids=task.glove_ids, glove_vectors=task.glove_vectors,
+                          seed=seed_for(ctx.base.seed, "bench", "beam", "model")).to(device)
     o_id = task.vocabs["label"].index("O", -1)
-    train = list(task.train.batches(cfg.batch_size, shuffle=True, seed=cfg.seed, device=device))
+    train = list(task.train.batches(cfg.batch_size, shuffle=True, device=device,
+                                    seed=seed_for(ctx.base.seed, "bench", "beam", "batches")))
     train = train[:cfg.train_batches] if cfg.train_batches else train
     out = compare_train_epochs(model, train, cfg.train_ks, o_id=o_id, lr=cfg.lr, timing=timing, device=device)
     dev = task.dev.subset(range(min(cfg.sentences, len(task.dev))))
@@ -368,16 +376,18 @@ def cmlm_section(params: dict[str, Any], key: str, cls: type) -> Any:
 
 
 def bench_mcmc(cfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, int], device: str,
-               timing: TimingConfig = TimingConfig()) -> dict[str, Any]:
-    """MH proposals per second, ``mh_mlm`` vs the naive Algorithm 4, at equal chains and lengths."""
-    g = torch.Generator().manual_seed(cfg.seed)
-    model = ConditionalMLM(vocab[0], vocab[1], model_cfg, seed=cfg.seed).to(device).eval()
+               timing: TimingConfig = TimingConfig(), *, seed: int = 0) -> dict[str, Any]:
+    """MH proposals per second, ``mh_mlm`` vs the naive Algorithm 4, at equal chains and lengths;
+    ``seed``: the base of the random sources (``seed_for(seed, "sources")``), the model (``"model"``)
+    and the chains (``"chains"``)."""
+    g = torch.Generator().manual_seed(seed_for(seed, "sources"))
+    model = ConditionalMLM(vocab[0], vocab[1], model_cfg, seed=seed_for(seed, "model")).to(device).eval()
     low = 3                                                  # SubwordVocab: pad 0, unk 1, eos 2
     sources = [torch.randint(low, vocab[0], (cfg.source_length,), generator=g).tolist() for _ in range(cfg.sentences)]
     batch = shard_batch(sources, [cfg.target_length] * cfg.sentences, device)
     energy = MLMEnergy(model, cfg.energy)
-    out = compare_mh(energy, batch, MHMLMConfig(seed=cfg.seed), n_chains=cfg.chains, sweeps=cfg.sweeps,
-                     timing=timing, device=device)
+    out = compare_mh(energy, batch, MHMLMConfig(), n_chains=cfg.chains, sweeps=cfg.sweeps,
+                     timing=timing, device=device, seed=seed_for(seed, "chains"))
     out["target"] = cfg.target
     out["target_met"] = bool(out["mh_ratio"] >= cfg.target)
     return out
@@ -412,7 +422,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     gd = acfg.gd.for_task(cfg.oracle.task)          # the grid the approx stage runs on that task
     results = {}
     for dev in devices:
-        results[dev] = bench_kernels(cfg.kernels, dev, cfg.timing, progress=lambda m: print(m, flush=True))
+        results[dev] = bench_kernels(cfg.kernels, dev, cfg.timing, progress=lambda m: print(m, flush=True),
+                                     seed=seed_for(ctx.base.seed, "bench", "kernels", "inputs"))
         results[dev]["targets"] = targets(results[dev])
         results[dev]["oracle_grid"] = bench_oracle(cfg.oracle, gd, ctx, dev, cfg.timing)
         print(f"bench {dev} oracle grid: {results[dev]['oracle_grid']}", flush=True)
@@ -423,7 +434,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     mcmc: dict[str, Any] = {}
     for dev in devices:
         mcmc[dev] = bench_mcmc(cfg.mcmc, cmlm_model, (cmlm_data.src_vocab_size, cmlm_data.tgt_vocab_size), dev,
-                               cfg.timing)
+                               cfg.timing, seed=seed_for(ctx.base.seed, "bench", "mcmc"))
         print(f"bench {dev} mcmc: {mcmc[dev]}", flush=True)
     if "cuda" not in devices:
         beam["cuda"] = "no GPU" if not torch.cuda.is_available() else "skipped (bench.gpu: false)"

@@ -14,6 +14,12 @@ with mask-predict (10 iterations, 1 length candidate) for a BLEU a reader can co
 
 Outputs: ``models/cmlm/`` (``model.pt``, ``model.json`` with the config and sizes, the subword
 vocabularies ``vocab/src.model`` / ``vocab/tgt.model``), ``metrics/cmlm.json``.
+
+Seeds (:func:`components.seeds.seed_for` of ``base.seed``; no ``cmlm.train.seed`` knob): the data's
+vocabularies and subsamples ``("cmlm", "data")`` (the ``mcmc`` stage reads the same task), the initial
+weights ``("cmlm", "model")``, the training streams' base ``("cmlm", "train")`` (subsample, batches,
+masks, dropout: ``components.training.cmlm``) and the Optuna searcher ``("cmlm", "tpe")``. No trial in
+a name: every trial starts from the same weights and data (common random numbers).
 """
 from __future__ import annotations
 
@@ -26,13 +32,17 @@ from typing import Any
 
 import torch
 
-from components.config import BaseConfig, check_range, field_error, load_section, resolve_device, set_dotted
+from components.config import (BaseConfig, ResourcesConfig, check_range, field_error, load_section, resolve_device,
+                               set_dotted)
 from components.data.translation import TranslationConfig, load_translation_task
 from components.inference.mask_predict import MaskPredictConfig
 from components.models.mlm import CMLMConfig, ConditionalMLM, load_cmlm, save_cmlm
+from components.seeds import seed_for
 from components.training.cmlm import CMLMTrainConfig, decode_bleu, train_cmlm
+from flows.ray_runtime import copy_checkpoint, epoch_bar
+from flows.search_space import check_metric, check_sweep_space
 from flows.stages.common import StageContext, main
-from flows.sweeps import ResourcesConfig, SweepConfig, check_metric, check_sweep_space, copy_checkpoint, epoch_bar, run_sweep
+from flows.sweeps import SweepConfig, run_sweep
 
 REPORTED = ("best_dev_loss", "dev_loss", "dev_token_loss", "dev_unigram_loss", "dev_token_acc", "dev_length_acc",
             "epoch", "train_loss")
@@ -40,17 +50,20 @@ REPORTED = ("best_dev_loss", "dev_loss", "dev_token_loss", "dev_unigram_loss", "
 
 @dataclass(frozen=True)
 class CMLMStageConfig:
-    data: TranslationConfig = TranslationConfig(src_vocab_size=1000, tgt_vocab_size=1000, max_source_len=80,
-                                                max_target_len=100)
-    model: CMLMConfig = CMLMConfig()
-    train: CMLMTrainConfig = CMLMTrainConfig()
-    min_gain: float = 0.5                  # nats: dev token loss must be this far below the unigram loss
+    # the default scale: the 3,477 verse pairs of <= 40 subwords a side. The bench and mcmc stages read
+    # params' cmlm.data / cmlm.model over the plain classes' defaults: params.yaml states what differs
+    data: TranslationConfig = TranslationConfig(src_vocab_size=1000, tgt_vocab_size=1000, max_source_len=40,
+                                                max_target_len=40)
+    model: CMLMConfig = CMLMConfig(d_model=64, ff=128, max_target_len=64)
+    train: CMLMTrainConfig = CMLMTrainConfig(lr=0.003, epochs=12)
+    min_gain: float = 0.4                  # nats: dev token loss must be this far below the unigram loss
     decode: MaskPredictConfig = MaskPredictConfig()
     decode_batch_size: int = 64
-    max_decode_pairs: int = 0              # dev pairs decoded for the BLEU (0: all)
+    max_decode_pairs: int = 200            # dev pairs decoded by mask-predict for the stage's BLEU (0: all)
     models_dir: str = "models/cmlm"
+    # max_failures 0: no retry of a model that did not learn
     sweep: SweepConfig = SweepConfig(num_samples=1, max_concurrent=1, metric="best_dev_loss", mode="min",
-                                     resources=ResourcesConfig(cpu=2, gpu="auto"))
+                                     resources=ResourcesConfig(cpu=2, gpu="auto"), max_failures=0)
 
     def __post_init__(self):
         check_range(self, positive=("decode_batch_size",), nonnegative=("min_gain", "max_decode_pairs"))
@@ -84,15 +97,17 @@ def cmlm_trial(config: dict[str, Any], *, params: dict[str, Any], root: str, voc
     cfg = load_config(p)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
     device = resolve_device(base.device)
-    task = load_translation_task(Path(root) / base.prepared_dir / "greek_english", vocab, cfg.data, seed=base.seed)
-    model = ConditionalMLM.for_task(task, cfg.model, seed=cfg.train.seed).to(device)
+    task = load_translation_task(Path(root) / base.prepared_dir / "greek_english", vocab, cfg.data,
+                                 seed=seed_for(base.seed, "cmlm", "data"))
+    model = ConditionalMLM.for_task(task, cfg.model, seed=seed_for(base.seed, "cmlm", "model")).to(device)
     best = {"loss": float("inf")}
 
     def on_epoch(rec: dict[str, float]) -> None:
         best["loss"] = min(best["loss"], rec["dev_loss"])
         tune.report({k: float(v) for k, v in rec.items()} | {"best_dev_loss": best["loss"]})
 
-    result = train_cmlm(model, task, cfg.train, on_epoch=on_epoch, on_batch=epoch_bar("cmlm"))
+    result = train_cmlm(model, task, cfg.train, seed=seed_for(base.seed, "cmlm", "train"), on_epoch=on_epoch,
+                        on_batch=epoch_bar("cmlm"))
     gain = result.best["unigram_loss"] - result.best["token_loss"]
     out = Path(tune.get_context().get_trial_dir()) / "model"
     save_cmlm(model, out, task, cfg.model)
@@ -110,14 +125,15 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     models = ctx.path(cfg.models_dir)
     vocab = vocab_dir(ctx.work)
     prepared = ctx.path(ctx.base.prepared_dir) / "greek_english"
-    task = load_translation_task(prepared, vocab, cfg.data, seed=ctx.base.seed)   # the vocabularies, once
+    task = load_translation_task(prepared, vocab, cfg.data,                      # the vocabularies, once
+                                 seed=seed_for(ctx.base.seed, "cmlm", "data"))
     t0 = time.perf_counter()
     with ctx.tracker.start_run("sweep/cmlm", parent_run_id=ctx.run_id,
                                tags={"stage": ctx.stage, "study": "goyal_mlm"}) as parent:
         trainable = tune.with_parameters(cmlm_trial, params=params, root=str(ctx.root), vocab=str(vocab))
-        res = run_sweep(trainable, name="cmlm", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
-                        tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage, tags={"stage": ctx.stage},
-                        reuse_actors=False)       # the trial saves its model in its trial folder
+        res = run_sweep(trainable, name="cmlm", cfg=cfg.sweep, params=params,
+                        seed=seed_for(ctx.base.seed, "cmlm", "tpe"), tracker=ctx.tracker, parent_run_id=parent,
+                        storage=ctx.ray_storage, tags={"stage": ctx.stage}, reuse_actors=False)       # the trial saves its model in its trial folder
         best_dir = Path(next(t["path"] for t in res.trials if t["config"] == res.best_config
                              and t["metrics"].get(cfg.sweep.metric) == res.best_metrics.get(cfg.sweep.metric))) / "model"
         train_info = json.loads((best_dir / "train.json").read_text())

@@ -35,7 +35,7 @@ from components.config import (BaseConfig, ConfigError, flatten, get_dotted, loa
 from components.io import write_json
 from components.tracking import Tracker, make_tracker, stage_provenance
 from flows.lifecycle import StageInterrupted, install_signal_handlers, ray_storage, stage_lock, watch_parent, work_dir
-from flows.sweeps import shutdown_ray
+from flows.ray_runtime import shutdown_ray
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")

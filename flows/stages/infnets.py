@@ -19,24 +19,38 @@ from components.recipes import recipe
 from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
 from components.inference.inference_net import InfNetObjective, InfNetTrainConfig
+from components.models.encoders import BLSTMConfig
 from components.models.infnets import InfNetConfig, build_infnet
 from components.training.infnet import MODES, NetUnderEnergy, net_config, parse_variant, variant_name
+from components.training.loop import TrainConfig
 from flows.stages.common import StageContext, main
+from flows.sweeps import SweepConfig
 from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
 
 
 @dataclass(frozen=True)
 class InfNetStageConfig(TaskSweepConfig):
+    """The ``infnets`` section; its defaults are the default scale."""
+    tasks: tuple[str, ...] = ("pos", "ner", "greek_morph")
     energies: tuple[str, ...] = ("blstm_crf", "blstm_crf_plus")
     archs: tuple[str, ...] = ("cnn", "blstm", "seq2seq")
     modes: tuple[str, ...] = MODES
-    infnet: InfNetConfig = InfNetConfig()
+    infnet: InfNetConfig = InfNetConfig(hidden=50)
+    model: BLSTMConfig = BLSTMConfig()      # inherited, unused: the networks are built from ``infnet``
     lam: float = 1.0
     anneal_lambda: bool = False
     energy_dir: str = "models/energy"
     # energy -> task -> the archs trained under that energy for that task (absent: ``archs``). Tables
     # 4 and 6 use one arch per task under BLSTM-CRF+ (``approx.arch``), so only those are trained.
-    energy_archs: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    energy_archs: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=lambda: {
+        "blstm_crf_plus": {"pos": ("cnn",), "ner": ("seq2seq",), "greek_morph": ("blstm",)}})
+    # min_epochs 8: NER's networks score 0 F1 for their first 5 epochs
+    optim: TrainConfig = TrainConfig(lr=0.01, epochs=12, patience=3, min_epochs=8, batch_size=16)
+    # a seeded subsample: the energies' 800 (NER's networks need that many to learn)
+    max_train_sentences: int | dict[str, int] = 800
+    sweep: SweepConfig = field(default_factory=lambda: SweepConfig(num_samples=1))
+    models_dir: str = "models/infnet"
+    plots_dir: str = "plots/infnets"
 
     def __post_init__(self):
         super().__post_init__()                       # TaskSweepConfig's checks

@@ -15,7 +15,7 @@ the target length the model predicts. What runs is what params name:
   (Tables 6.2, 6.3), ``block`` (Table 6.4, Figure 6.3), ``anneal`` (Table 6.5, Figure 6.4),
   ``full`` (Table 6.6, on ``full_sentences``, against mask-predict and the warm start itself).
 
-A run's sampler config is ``{seed, init: uniform}``, then the scheme's ``config``, the group's
+A run's sampler config is ``{init: uniform}``, then the scheme's ``config``, the group's
 ``config`` and the group's ``vary: value``, keeping only the keys the sampler's config has (a
 group's target-temperature settings do not reach the Gibbs sampler, which has no target
 temperature); a key that none of a group's samplers has is an error. Adding a sampler: its module,
@@ -26,6 +26,12 @@ Every configuration runs ``chains`` chains per sentence for ``burn_in + sweeps``
 (``flows.parallel.sharded_map``, a GPU each where present; :func:`run_shard` loads the model in the
 worker), each vectorised over its chains and sentences; a configuration identical to another
 (temperature 1 or nucleus 1 = main) is run once.
+
+Seeds (:func:`components.seeds.seed_for` of ``base.seed``; no ``mcmc.*.seed`` knob): the verses of
+each set ``("mcmc", "verses", set)``; a shard's chains ``("mcmc", "chains", "from", i)``, ``i`` the
+test index of its first verse — no configuration in the name, so every configuration starts its
+chains on a verse from the same draws (common random numbers); the translation task's vocabularies
+and subsamples ``("cmlm", "data")``, the ``cmlm`` stage's own.
 
 Outputs: ``data/mcmc/traces.parquet`` (one row per run, sweep, chain and sentence: energy, E_norm,
 accepted, novel, Hamming distance to the start, text, sentence BLEU; also logged to MLflow),
@@ -47,7 +53,8 @@ import pandas as pd
 import sacrebleu
 import torch
 
-from components.config import ConfigError, check_range, field_error, from_dict, load_section, resolve_device
+from components.config import (ConfigError, ResourcesConfig, check_range, field_error, from_dict, load_section,
+                               resolve_device)
 from components.data.translation import SubwordVocab, TranslationConfig, load_translation_task
 from components.energies.mlm import MLMEnergy, MLMEnergyConfig
 from components.inference.mask_predict import MaskPredictConfig
@@ -56,21 +63,22 @@ from components.inference.mcmc.traces import run_traced, shard_batch, summarise_
 from components.io import atomic_path
 from components.models.mlm import load_cmlm
 from components.reports.goyal_mlm import write_report
+from components.seeds import seed_for
 from components.training.cmlm import decode_bleu, predict_lengths
 from flows.parallel import sharded_map
 from flows.stages.common import StageContext, main
-from flows.sweeps import ResourcesConfig
 
 @dataclass(frozen=True)
 class MCMCDataConfig:
-    max_source_words: int = 20          # the thesis' De-En (20)
-    sentences: int = 8                  # test verses sampled by every configuration but `full`
-    shortest: bool = False              # the verses with the shortest predicted targets (else random; both sets)
-    full_sentences: int = 32            # Table 6.6's set (0: the whole test set)
-    seed: int = 0                       # which verses
+    """The default scale: the 4 verses (of <= 10 Greek words) with the shortest predicted targets; a sweep
+    costs O(T^3) network work per chain. The thesis (paper scale): sources up to 20 words."""
+    max_source_words: int = 10          # the thesis' De-En: 20
+    sentences: int = 4                  # test verses sampled by every configuration but `full`
+    shortest: bool = True               # the verses with the shortest predicted targets (else random; both sets)
+    full_sentences: int = 4             # Table 6.6's set (0: the whole test set)
 
     def __post_init__(self):
-        check_range(self, positive=("max_source_words", "sentences"), nonnegative=("full_sentences", "seed"))
+        check_range(self, positive=("max_source_words", "sentences"), nonnegative=("full_sentences",))
 
 
 @dataclass(frozen=True)
@@ -105,15 +113,17 @@ def _schemes() -> dict[str, SchemeConfig]:
 
 
 def _groups() -> dict[str, GroupConfig]:
-    """The thesis's design (paper scale)."""
+    """The thesis's design at the default scale: fewer values per table (``scales.paper`` restores the
+    thesis's: temperatures 2, 1.5, 1, .8, .5; top-p 1, .99, .95, .9, .8; anneal steps .02, .04, .06;
+    block sizes annealed over 20 sweeps)."""
     return {
         "main": GroupConfig(("raw", "norm", "deg")),
-        "temperature": GroupConfig(("norm", "deg"), "proposal_temperature", (2.0, 1.5, 1.0, 0.8, 0.5)),   # Table 6.2
-        "nucleus": GroupConfig(("norm", "deg"), "top_p", (1.0, 0.99, 0.95, 0.9, 0.8)),                     # Table 6.3
+        "temperature": GroupConfig(("norm", "deg"), "proposal_temperature", (2.0, 1.0, 0.5)),             # Table 6.2
+        "nucleus": GroupConfig(("norm", "deg"), "top_p", (1.0, 0.9, 0.8)),                                 # Table 6.3
         "block": GroupConfig(("deg", "raw", "norm"), block="annealed",                                      # Table 6.4
-                             config={"block_size": 4, "block_size_final": 1, "block_anneal_sweeps": 20,
+                             config={"block_size": 4, "block_size_final": 1, "block_anneal_sweeps": 10,
                                      "clip_block": True}),
-        "anneal": GroupConfig(("norm", "raw"), "anneal_step", (0.02, 0.04, 0.06),                          # Table 6.5
+        "anneal": GroupConfig(("norm", "raw"), "anneal_step", (0.02, 0.06),                                # Table 6.5
                               config={"min_temperature": 0.05}),
         "full": GroupConfig(("deg", "norm", "raw"), set="full",                                             # Table 6.6
                             config={"init": "warm", "proposal_temperature": 0.8, "anneal_step": 0.02,
@@ -127,9 +137,8 @@ class MCMCStageConfig:
     schemes: dict[str, SchemeConfig] = field(default_factory=_schemes)
     groups: dict[str, GroupConfig] = field(default_factory=_groups)
     chains: int = 5                     # >= 5 per configuration (the thesis)
-    burn_in: int = 7
-    sweeps: int = 26
-    seed: int = 0                       # the samplers' generators (every configuration: the same starts)
+    burn_in: int = 4                    # the thesis: 7 (paper scale)
+    sweeps: int = 12                    # sampling sweeps; the thesis: >= 26 (paper scale)
     shard_sentences: int = 4            # sentences per shard
     max_rows: int = 0                   # energy pass chunking (0: one pass)
     mask_predict: MaskPredictConfig = MaskPredictConfig()
@@ -140,7 +149,7 @@ class MCMCStageConfig:
     report_dir: str = "reports/goyal_mlm"
 
     def __post_init__(self):
-        check_range(self, positive=("chains", "sweeps", "shard_sentences"), nonnegative=("burn_in", "seed", "max_rows"))
+        check_range(self, positive=("chains", "sweeps", "shard_sentences"), nonnegative=("burn_in", "max_rows"))
         # the R-hat / ESS of every run's summary (components.inference.diagnostics) need these: fail here, not
         # after the sampling
         if self.chains < 2:
@@ -182,7 +191,7 @@ def design(cfg: MCMCStageConfig, samplers: Any = SAMPLERS) -> list[dict[str, Any
             for s in grp.schemes:
                 scheme = cfg.schemes[s]
                 over = {**scheme.config, **grp.config, **({grp.vary: value} if grp.vary else {})}
-                c = {k: v for k, v in {"seed": cfg.seed, "init": "uniform", **over}.items() if k in fields[s]}
+                c = {k: v for k, v in {"init": "uniform", **over}.items() if k in fields[s]}
                 name = f"{g}/{s}" + ("" if value is None else f"/{value}")
                 out.append({"name": name, "group": g, "value": value, "scheme": s, "block": grp.block,
                             "sampler": scheme.sampler, "config": c, "energy": scheme.energy, "set": grp.set})
@@ -216,6 +225,7 @@ class ShardSpec:
     device: str = "cpu"
     threads: int = 1
     max_rows: int = 0                     # MLMEnergyConfig.max_rows
+    seed: int = 0                         # the sampler's generator (module doc: its name)
 
 
 def run_shard(spec: ShardSpec, on_sweep: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
@@ -228,7 +238,7 @@ def run_shard(spec: ShardSpec, on_sweep: Callable[[int], None] | None = None) ->
     energy = MLMEnergy(model, spec.energy, ecfg)
     norm = energy if spec.energy == "norm" else MLMEnergy(model, "norm", ecfg)
     sampler = SAMPLERS.build(spec.sampler, SAMPLERS.config(spec.sampler, dict(spec.sampler_config),
-                                                           where=f"mcmc run {spec.run}"))
+                                                           where=f"mcmc run {spec.run}"), seed=spec.seed)
     batch = shard_batch(spec.sources, spec.lengths, spec.device)
     y0 = None
     if spec.y0 is not None:
@@ -271,16 +281,17 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     device = resolve_device(ctx.base.device)
     model = load_cmlm(model_dir, device=device)
     task = load_translation_task(ctx.path(ctx.base.prepared_dir) / "greek_english", model_dir / "vocab", data_cfg,
-                                 seed=ctx.base.seed)
+                                 seed=seed_for(ctx.base.seed, "cmlm", "data"))      # the cmlm stage's
     if task.stats.get("vocab_trained"):
         raise RuntimeError(f"mcmc: the subword vocabularies in {model_dir / 'vocab'} do not match cmlm.data: "
                            "re-run the cmlm stage")
     test = task.test
     t0 = time.perf_counter()
     predicted = predict_lengths(model, test, batch_size=64)     # the chains' lengths: the model's own
-    sets = {"short": _select(test, cfg.data.max_source_words, cfg.data.sentences, cfg.data.seed,
+    sets = {"short": _select(test, cfg.data.max_source_words, cfg.data.sentences,
+                             seed_for(ctx.base.seed, "mcmc", "verses", "short"),
                              predicted if cfg.data.shortest else None),
-            "full": _select(test, 10 ** 9, cfg.data.full_sentences, cfg.data.seed,
+            "full": _select(test, 10 ** 9, cfg.data.full_sentences, seed_for(ctx.base.seed, "mcmc", "verses", "full"),
                             predicted if cfg.data.shortest and cfg.data.full_sentences else None)}
     if not sets["short"]:
         raise ValueError(f"mcmc: no test verse has <= {cfg.data.max_source_words} source words")
@@ -312,7 +323,9 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                 lengths=tuple(lengths[r["set"]][s:s + cfg.shard_sentences]),
                 references=tuple(refs_all[i] for i in chunk),
                 sentence_ids=tuple(vids[i] for i in chunk),
-                device=str(device), threads=threads, max_rows=cfg.max_rows))
+                device=str(device), threads=threads, max_rows=cfg.max_rows,
+                # no configuration in the name: every configuration's chains on these verses start alike
+                seed=seed_for(ctx.base.seed, "mcmc", "chains", "from", int(chunk[0]))))
     results = sharded_map(run_shard, specs, resources=cfg.resources, desc="mcmc shards")
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for rows in results:
@@ -341,7 +354,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         "settings": {"chains": cfg.chains, "burn_in": cfg.burn_in, "sweeps": cfg.sweeps,
                      "sentences": len(sets["short"]), "max_source_len": cfg.data.max_source_words,
                      "full_sentences": len(sets["full"]), "test_sentences": len(test),
-                     "distinct_runs": len(unique), "shards": len(specs), "seed": cfg.seed},
+                     "distinct_runs": len(unique), "shards": len(specs), "base_seed": ctx.base.seed},
         "runs": out_runs,
         "baselines": baselines["full"],
         "baselines_short": baselines["short"],

@@ -13,6 +13,13 @@ Trials (one per grid element, ``mlm_exact.sweep.resources`` each):
 - ``projection``: Figure 6.1 for one (source, seed) — pretrain an MLM, then PL from scratch vs KL
   projection (alone and with PL) on growing small training sets (``run_projection``).
 
+Seeds (:func:`components.seeds.seed_for` of ``base.seed``): a run's ``seed`` is a replicate index of
+``mlm_exact.seeds``, not a seed; the run trains from ``("mlm_exact", source, "replicate<i>")`` (its
+data, weights and batches derive from it: ``components.training.mlm_exact``; no objective or train
+size in the name, so a replicate's objectives are paired), and the HMM generators' parameters come
+from ``("mlm_exact", "generator")`` — one distribution for every replicate, and the low- and
+high-entropy HMMs share their draws. The grid's fingerprint: ``("mlm_exact", "grid")``.
+
 Outputs ``metrics/mlm_exact.json`` in the schema ``components.reports.goyal_mlm`` reads
 (``table`` rows with each objective's mean and sd over seeds, ``figure``, ``settings``); the
 report itself is written by the ``mcmc`` stage, which reads this file.
@@ -30,11 +37,13 @@ from typing import Any
 
 import torch
 
-from components.config import ConfigError, check_range, load_section
+from components.config import BaseConfig, ConfigError, ResourcesConfig, check_range, load_section
+from components.seeds import seed_for
 from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
                                            ProjectionConfig, run_cell, run_projection)
+from flows.ray_runtime import report_final
 from flows.stages.common import StageContext, main
-from flows.sweeps import ResourcesConfig, SweepConfig, report_final, run_sweep
+from flows.sweeps import SweepConfig, run_sweep
 
 #: Table 6.1 row names: source -> the thesis' prefix ("+" marks the high-entropy HMM).
 ROW_NAMES = {"palindrome": ("p", ""), "hmm_low": ("h", ""), "hmm_high": ("h", "+")}
@@ -43,7 +52,8 @@ ROW_NAMES = {"palindrome": ("p", ""), "hmm_low": ("h", ""), "hmm_high": ("h", "+
 @dataclass(frozen=True)
 class PhonemeStudyConfig:
     enabled: bool = True
-    train_size: int = 3000              # sequences of length <= cell.phoneme_max_len from train.parquet
+    # sequences of length <= cell.phoneme_max_len from train.parquet (at 3: of its 6,348 such words)
+    train_size: int = 3000
     objectives: tuple[str, ...] = ("pll", "mlm")   # exact LL is out of reach here, as in the thesis
 
     def __post_init__(self):
@@ -53,7 +63,7 @@ class PhonemeStudyConfig:
 @dataclass(frozen=True)
 class ProjectionStudyConfig:
     sources: tuple[str, ...] = ("hmm_low",)
-    pretrain_size: int = 10_000         # the thesis: 100k synthetic sequences
+    pretrain_size: int = 5000           # the thesis: 100k synthetic sequences (paper scale)
     train_sizes: tuple[int, ...] = (30, 100, 300, 1000)
     objectives: tuple[str, ...] = ("pll", "kl", "kl_pl")
 
@@ -61,10 +71,12 @@ class ProjectionStudyConfig:
 @dataclass(frozen=True)
 class MLMExactConfig:
     sources: tuple[str, ...] = ("palindrome", "hmm_low", "hmm_high")
-    train_sizes: tuple[int, ...] = (1000, 10000)
+    train_sizes: tuple[int, ...] = (1000, 3000)      # the thesis: 1k and 10k (paper scale)
     objectives: tuple[str, ...] = ("ll", "pll", "mlm")
     seeds: tuple[int, ...] = (0,)
-    cell: CellConfig = CellConfig()
+    # test_size 2000; phoneme_max_len 3: the exact test log Z sums over 39 + 39^2 + 39^3 sequences (the
+    # thesis: 6, paper scale)
+    cell: CellConfig = CellConfig(test_size=2000, phoneme_max_len=3)
     phonemes: PhonemeStudyConfig = PhonemeStudyConfig()
     projection: ProjectionStudyConfig = ProjectionStudyConfig()
     sweep: SweepConfig = SweepConfig(num_samples=1, max_concurrent=2, metric="nll", mode="min",
@@ -127,11 +139,15 @@ def exact_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) ->
     cfg = load_config(params)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
     cell = _rooted(cfg.cell, Path(root))
+    base_seed = load_section(BaseConfig, "base", params).seed
+    seed = seed_for(base_seed, "mlm_exact", run["source"], f"replicate{run['seed']}")    # run["seed"]: a replicate
+    generator_seed = seed_for(base_seed, "mlm_exact", "generator")
     if run["kind"] == "projection":
-        out = run_projection(run["source"], run["seed"], dataclasses.replace(_projection(cfg), cell=cell))
+        out = run_projection(run["source"], seed, dataclasses.replace(_projection(cfg), cell=cell),
+                             generator_seed=generator_seed)
         nll = float(out["pretrain"]["nll"])
     else:
-        out = run_cell(run["source"], run["train_size"], run["objective"], run["seed"], cell)
+        out = run_cell(run["source"], run["train_size"], run["objective"], seed, cell, generator_seed=generator_seed)
         nll = float(out["nll"])
     record = {"run": run, "result": out}
     report_final({"nll": nll}, {"record.json": json.dumps(record, indent=1)})
@@ -222,7 +238,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                                tags={"stage": ctx.stage, "study": "goyal_mlm"}) as parent:
         ctx.tracker.log_params({"n_runs": len(grid), "sources": ",".join(cfg.sources), "seeds": str(list(cfg.seeds))})
         trainable = tune.with_parameters(exact_trial, params=params, root=str(ctx.root))
-        res = run_sweep(trainable, name="mlm_exact", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
+        res = run_sweep(trainable, name="mlm_exact", cfg=cfg.sweep, params=params,
+                        seed=seed_for(ctx.base.seed, "mlm_exact", "grid"),
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
                         tags={"stage": ctx.stage}, grid=grid)
         records = [json.loads((Path(t["checkpoint"]) / "record.json").read_text()) for t in res.trials]

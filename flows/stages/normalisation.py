@@ -15,7 +15,7 @@ Two Ray Tune grids, one trial per configuration (both cores busy):
    (G~_DL through the soft beam, decomposable Hamming cost) fine-tunes the initialiser of its init
    and seed; decoded by soft beam with hard backpointers (the paper's decoding), also by hard beam.
 
-Inside a trial a seeded Optuna study tunes the part's ``space`` (grid 1) or ``search.space``
+Inside a trial (``flows.tuning.tune_in_trial``) a seeded Optuna study tunes the part's ``space`` (grid 1) or ``search_space``
 (grid 2: learning rate, alpha annealing) on dev for ``trials`` trainings, with early stopping on
 dev (greedy for the initialisers, hard beam for search-aware training). Translation dev scores are
 on ``translation.data.max_dev_pairs`` verses while training; every reported score uses the whole
@@ -30,9 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,22 +41,24 @@ from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_r
                                resolve_device)
 from components.data.tasks import load_tagging_task
 from components.data.translation import TranslationConfig, load_translation_task
-from components.inference.registry import INFERENCE
 from components.inference.evaluate_decoding import evaluate_decoding
 from components.inference.evaluate_translation import evaluate_translation
+from components.inference.registry import INFERENCE
 from components.io import write_json
 from components.metrics.bleu import bleu_by_source_length, corpus_bleu
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.models.translator import AttentionTranslator, TranslatorConfig
 from components.recipes import recipe
 from components.reports.goyal_2019 import write_report
-from components.training.registry import OBJECTIVES
+from components.seeds import seed_for
 from components.training.loop import TrainConfig, fit
 from components.training.normalisation import log_z_stats
+from components.training.registry import OBJECTIVES
 from flows.lifecycle import work_dir
+from flows.ray_runtime import copy_checkpoint, report_final, tensor_bytes
+from flows.search_space import check_sweep_space, with_values
 from flows.stages.common import StageContext, main
-from flows.sweeps import copy_checkpoint, epoch_bar
-from flows.tuning import check_space, objective_config, run_grid, suggest
+from flows.tuning import run_grid, tune_in_trial
 
 INITS = ("regular", "self_normalised")
 NORMALISATIONS = ("local", "global")
@@ -70,22 +69,25 @@ LOG_Z_TRAIN_SENTENCES = 1000          # log Z on train: the first (seeded-subsam
 @dataclass(frozen=True)
 class SearchConfig:
     objective: str = "beam_dl"                            # a step objective through the soft beam
-    config: dict[str, Any] = field(default_factory=dict)
-    space: dict[str, dict[str, Any]] = field(default_factory=dict)   # lr | config.<key> -> Optuna spec
+    config: dict[str, Any] = field(default_factory=lambda: {"alpha": {"init": 1.0, "anneal": 4.0}})
 
 
 @dataclass(frozen=True)
 class TaggingPart:
-    task: str = "greek_morph_k400"
-    encoders: tuple[str, ...] = ("lstm", "blstm")
+    task: str = "greek_morph_k400"      # Greek morphology (top-400 tags) for CCG supertagging
+    encoders: tuple[str, ...] = ("lstm", "blstm")   # unidirectional (partial input: label bias) vs bidirectional
     beam_size: int = 5
-    lam: float = 1.0
-    max_train_sentences: int = 0
-    max_dev_sentences: int = 0
-    model: Seq2SeqTaggerConfig = Seq2SeqTaggerConfig(encoder="lstm", init="zeros")
-    optim: TrainConfig = TrainConfig(lr=0.01, epochs=8, patience=3, batch_size=64)
-    finetune: TrainConfig = TrainConfig(lr=0.001, epochs=3, patience=2, batch_size=64)
+    lam: float = 0.1                    # self-normalisation: CE + lam (log Z_L,t)^2 (1.0 stalls the zero-init tagger)
+    max_train_sentences: int = 800      # default scale: a seeded subsample (0 = all)
+    max_dev_sentences: int = 300
+    model: Seq2SeqTaggerConfig = Seq2SeqTaggerConfig(label_dim=16, encoder="lstm", init="zeros")
+    optim: TrainConfig = TrainConfig(lr=0.01, epochs=15, patience=4, batch_size=64)
+    finetune: TrainConfig = TrainConfig(lr=0.001, epochs=2, patience=2, batch_size=64)
+    # Optuna spaces in dotted params keys: the initialisers' (``space``) and the search-aware
+    # fine-tuning's (``search_space``, e.g. ``normalisation.tagging.finetune.lr``,
+    # ``normalisation.search.config.alpha.anneal``); empty: the settings as written
     space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self):
         check_range(self, positive=("beam_size",), nonnegative=("lam", "max_train_sentences", "max_dev_sentences"))
@@ -101,13 +103,14 @@ class SSVariant:
 class TranslationPart:
     enabled: bool = True
     beam_size: int = 3
-    lam: float = 1.0
-    data: TranslationConfig = TranslationConfig()
-    model: TranslatorConfig = TranslatorConfig()
-    optim: TrainConfig = TrainConfig(lr=0.005, epochs=8, patience=3, batch_size=64)
+    lam: float = 0.1                    # self-normalisation's lambda (1.0 stalls the translator in the first epochs)
+    data: TranslationConfig = TranslationConfig(max_train_pairs=2000, max_dev_pairs=150)   # default scale: a subsample
+    model: TranslatorConfig = TranslatorConfig(embedding_dim=32, hidden=64, attention_dim=64)
+    optim: TrainConfig = TrainConfig(lr=0.01, epochs=10, patience=10, batch_size=128)   # BLEU is noisy early: no early stop
     finetune: TrainConfig = TrainConfig(lr=0.0005, epochs=2, patience=2, batch_size=64)
-    space: dict[str, dict[str, Any]] = field(default_factory=dict)
-    examples: int = 6
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)          # as in TaggingPart
+    search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    examples: int = 6                   # test verses shown with every system's translation in the report
     ss: dict[str, SSVariant] = field(default_factory=dict)
     min_bleu: float = 5.0             # a row below this dev BLEU is marked "did not train" (no verdicts on noise)
 
@@ -117,8 +120,8 @@ class TranslationPart:
 
 @dataclass(frozen=True)
 class NormalisationConfig:
-    seeds: tuple[int, ...] = (0,)
-    trials: int = 2
+    seeds: tuple[int, ...] = (0,)       # replicate indices (components.seeds names them), not seeds
+    trials: int = 1                     # Optuna trainings per trial over its space (default: the settings as written)
     max_concurrent: int = 2
     resources: ResourcesConfig = ResourcesConfig()
     eval_batch_size: int = 64
@@ -149,8 +152,7 @@ def load_config(params: dict[str, Any]) -> NormalisationConfig:
     if s.objective not in OBJECTIVES or OBJECTIVES[s.objective].meta.get("feed") != "soft beam":
         beams = [n for n, e in OBJECTIVES.items() if e.meta.get("feed") == "soft beam"]
         raise ConfigError(f"{where}.search.objective: {s.objective!r} is not a relaxed-beam objective; one of {beams}")
-    check_space(s.space, f"{where}.search.space", lambda v, w: objective_config(s.objective, s.config, v, w))
-    objective_config(s.objective, s.config, {}, f"{where}.search.config")
+    OBJECTIVES.config(s.objective, s.config, where=f"{where}.search.config")
     t = cfg.tagging
     bad = [e for e in t.encoders if e not in ("lstm", "blstm")]
     if bad or not t.encoders:
@@ -159,7 +161,6 @@ def load_config(params: dict[str, Any]) -> NormalisationConfig:
         if p.beam_size < 1:
             raise ConfigError(f"{where}.{part}.beam_size must be >= 1, got {p.beam_size}")
         OBJECTIVES.config("self_normalised_ce", {"lam": p.lam}, where=f"{where}.{part}.lam")
-        check_space(p.space, f"{where}.{part}.space", None)
     ss = {}
     for name, v in cfg.translation.ss.items():
         w = f"{where}.translation.ss.{name}"
@@ -182,7 +183,8 @@ class _Tagging:
     def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str):
         self.p, self.encoder, self.device, self.cfg = cfg.tagging, encoder, device, cfg
         self.task = load_tagging_task(root / base.prepared_dir / self.p.task,
-                                      max_train_sentences=self.p.max_train_sentences, seed=base.seed)
+                                      max_train_sentences=self.p.max_train_sentences,
+                                      seed=seed_for(base.seed, "data", self.p.task, "train_subsample"))
         dev = self.task.dev
         self.dev_tuning = dev.subset(np.arange(min(len(dev), self.p.max_dev_sentences))) if self.p.max_dev_sentences else dev
         self.labels = self.task.vocabs["label"]
@@ -211,7 +213,8 @@ class _Translation:
     def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str):
         self.p, self.encoder, self.device, self.cfg = cfg.translation, encoder, device, cfg
         self.task = load_translation_task(root / base.prepared_dir / "greek_english",
-                                          vocab_dir(work_dir(root, "normalisation")), self.p.data, seed=base.seed)
+                                          vocab_dir(work_dir(root, "normalisation")), self.p.data,
+                                          seed=seed_for(base.seed, "normalisation", "data"))
         dev = self.task.dev
         n = self.p.data.max_dev_pairs
         self.dev_tuning = dev.subset(np.arange(min(len(dev), n))) if n else dev
@@ -244,9 +247,15 @@ def _part(name: str, *args) -> _Tagging | _Translation:
     return {"tagging": _Tagging, "translation": _Translation}[name](*args)
 
 
-def _decoder(name: str, k: int, alpha: float) -> Any:
-    cfg = {"greedy": {}, "beam": {"k": k}, "soft_beam": {"k": k, "alpha": alpha}}[name]
-    return INFERENCE.build(name, cfg)
+def check_config(params: dict[str, Any]) -> NormalisationConfig:
+    """:func:`load_config`, and every Optuna space: each key a setting of the section, every value
+    it can take valid (before Ray starts)."""
+    cfg = load_config(params)
+    for part in ("tagging", "translation"):
+        for key in ("space", "search_space"):
+            check_sweep_space(getattr(getattr(cfg, part), key), params, "normalisation", load_config,
+                              where=f"normalisation.{part}.{key}")
+    return cfg
 
 
 def _warm(models: Path, part: str, encoder: str, init: str, seed: int) -> Path:
@@ -258,91 +267,79 @@ def _warm(models: Path, part: str, encoder: str, init: str, seed: int) -> Path:
 # -- one trial ----------------------------------------------------------------------------------------
 def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     """Ray Tune function trainable over ``config["run"]``: {grid: pretrain | search, part, encoder,
-    row (regular | self_normalised | an ss variant; the init for grid search), normalisation, seed}."""
-    import optuna
-    from ray import tune
-
+    row (regular | self_normalised | an ss variant; the init for grid search), normalisation, seed
+    (the replicate index)}. Seeds (``components.seeds``): the model's initialisation and the batch
+    order are named by (part, encoder, replicate) — every row of a replicate starts alike (paired
+    comparisons) — the objective's sampling and the Optuna study by the row too."""
     run = config["run"]
-    grid, part_name, encoder, row, seed = run["grid"], run["part"], run["encoder"], run["row"], int(run["seed"])
+    grid, part_name, encoder, row, rep = run["grid"], run["part"], run["encoder"], run["row"], int(run["seed"])
     norm = run.get("normalisation", "local")
     base = load_section(BaseConfig, "base", params)
     cfg = load_config(params)
+    name = ("normalisation", part_name, encoder, f"replicate{rep}")
+    model_seed = seed_for(base.seed, *name, "model")
     device = resolve_device(base.device)
     rootp = Path(root)
     part = _part(part_name, cfg, rootp, base, encoder, device)
     p = part.p
     k = p.beam_size
     train_ds = part.task.train
-    if grid == "pretrain":
+
+    def objective_of(c: NormalisationConfig) -> tuple[str, dict[str, Any], TrainConfig]:
+        pc = getattr(c, part_name)
+        if grid == "search":
+            return c.search.objective, c.search.config, pc.finetune
         if row in INITS:
-            objective_name = PRETRAIN_OBJECTIVE[row]
-            base_obj = {"lam": p.lam} if row == "self_normalised" else {}
-        else:
-            objective_name, base_obj = p.ss[row].objective, p.ss[row].config
-        space, optim, tune_on = p.space, p.optim, "greedy"
-    else:
-        objective_name, base_obj = cfg.search.objective, cfg.search.config
-        space, optim, tune_on = cfg.search.space, p.finetune, "beam"
-        warm = _warm(work_dir(rootp, "normalisation"), part_name, encoder, row, seed) / "model.pt"
+            return PRETRAIN_OBJECTIVE[row], ({"lam": pc.lam} if row == "self_normalised" else {}), pc.optim
+        return pc.ss[row].objective, pc.ss[row].config, pc.optim
+
+    objective_name, _, optim = objective_of(cfg)
+    space = p.search_space if grid == "search" else p.space
+    tune_on = INFERENCE.build_with("beam" if grid == "search" else "greedy", {"k": k})
+    if grid == "search":
+        warm = _warm(work_dir(rootp, "normalisation"), part_name, encoder, row, rep) / "model.pt"
         if not warm.exists():
             raise FileNotFoundError(f"{warm}: the initialiser this trial starts from (grid 'pretrain' runs first)")
     n_batches = -(-len(train_ds) // optim.batch_size)
 
     def build():
-        model = part.build(norm, seed)
+        model = part.build(norm, model_seed)
         if grid == "search":
             model.load_state_dict(torch.load(warm, map_location="cpu", weights_only=True))
         return model
 
-    def train(values: dict[str, Any], on_epoch=None, on_batch=None):
-        torch.manual_seed(seed)
-        obj_cfg = objective_config(objective_name, base_obj, values, where=f"normalisation.{grid}.{row}")
-        if hasattr(obj_cfg, "k"):
-            obj_cfg = dataclasses.replace(obj_cfg, k=k)
-        objective = OBJECTIVES.build(objective_name, obj_cfg, updates_per_epoch=n_batches, seed=seed)
+    def train(values: dict[str, Any], report, on_batch):
+        obj_name, obj_cfg, tcfg = objective_of(load_config(with_values(params, values)))
+        torch.manual_seed(model_seed)
+        objective = OBJECTIVES.build(obj_name, obj_cfg, updates_per_epoch=n_batches, k=k,
+                                     seed=seed_for(base.seed, *name, grid, row, norm, "objective"))
         model = build()
-        tcfg = dataclasses.replace(optim, lr=float(values.get("lr", optim.lr)))
-        method = _decoder(tune_on, k, cfg.decode_alpha)
         state = fit(model, objective,
-                    lambda epoch: train_ds.batches(optim.batch_size, shuffle=True, seed=seed * 1000 + epoch, device=device),
-                    n_batches, lambda m: {"score": part.evaluate(m, method, "dev", tuning=True)["score"]}, tcfg,
-                    on_epoch=on_epoch, on_batch=on_batch)
-        return model, state, obj_cfg
+                    lambda epoch: train_ds.batches(tcfg.batch_size, shuffle=True, device=device,
+                                                   seed=seed_for(base.seed, *name, "batches", epoch)),
+                    n_batches, lambda m: {"score": part.evaluate(m, tune_on, "dev", tuning=True)["score"]}, tcfg,
+                    on_epoch=lambda s, r: report(r), on_batch=on_batch)
+        return state.best_score, {"state": state, "objective": objective,
+                                  "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()}}
 
     label = f"{grid}:{part_name}/{encoder}/{row}" + (f"/{norm}" if grid == "search" else "")
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
-    best: dict[str, Any] = {}
-    n_trials = cfg.trials if space else 1
-    t_start = time.perf_counter()
-    for i in range(n_trials):
-        ot = study.ask()
-        values = suggest(ot, space)
-        so_far = best.get("score", -math.inf)
-        model, state, obj_cfg = train(values, on_epoch=lambda s, r, i=i, b=so_far: tune.report(
-            {"optuna_trial": float(i), "epoch": r["epoch"], "dev_score": r["dev_score"], "train_loss": r["train_loss"],
-             "best_dev_score": max(b, s.best_score)}), on_batch=epoch_bar(f"{label} ({i + 1}/{n_trials})"))
-        study.tell(ot, state.best_score)
-        if not best or state.best_score > best["score"]:
-            alpha = getattr(obj_cfg, "alpha", None)
-            best = {"score": state.best_score, "values": values, "state": state, "obj_cfg": obj_cfg,
-                    "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()},
-                    "alpha": alpha.at(state.best_epoch) if alpha is not None and grid == "search" else None}
-    tuning_seconds = time.perf_counter() - t_start
-
+    best = tune_in_trial(label, space, cfg.trials, seed_for(base.seed, *name, grid, row, norm, "tpe"), train)
+    state, objective = best.kept["state"], best.kept["objective"]
     model = build()
-    model.load_state_dict(best["weights"])
+    model.load_state_dict(best.kept["weights"])
     model.eval()
     decodings = ("greedy", "beam") if grid == "pretrain" else ("soft_beam",)
-    alpha = best["alpha"] or cfg.decode_alpha
+    # the soft beam decodes a model trained through it with the alpha of its kept epoch
+    alpha = (objective.alpha_at(state.best_epoch) if grid == "search" else None) or cfg.decode_alpha
     scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
     outputs: dict[str, dict[str, list[str]]] = {"dev": {}, "test": {}}
     with torch.no_grad():
         for split in ("dev", "test"):
-            for name in decodings:
-                res = part.evaluate(model, _decoder(name, k, alpha), split)
-                scores[split][name] = float(res["score"])
+            for d in decodings:
+                res = part.evaluate(model, INFERENCE.build_with(d, {"k": k, "alpha": alpha}), split)
+                scores[split][d] = float(res["score"])
                 if "hypotheses" in res:
-                    outputs[split][name] = res["hypotheses"]
+                    outputs[split][d] = res["hypotheses"]
         log_z = {}
         if grid == "pretrain" and row in INITS:
             bs = cfg.eval_batch_size
@@ -350,21 +347,18 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
             for split, ds in (("train", train_sub), ("dev", part.splits["dev"])):
                 st = log_z_stats(model, ds.batches(bs, device=device))
                 log_z[f"{split}_mean"], log_z[f"{split}_var"] = st["mean"], st["var"]
-    history = best["state"].history
-    with tempfile.TemporaryDirectory() as d:
-        torch.save(best["weights"], Path(d) / "model.pt")
-        meta = {"run": run, "objective": objective_name, "config": dataclasses.asdict(best["obj_cfg"]),
-                "tuned": best["values"], "recipe": part.recipe(norm), "history": history, "scores": scores,
-                "beam_size": k, "decode_alpha": alpha, "log_z": log_z}
-        (Path(d) / "model.json").write_text(json.dumps(meta, indent=2, default=str))
-        if any(outputs.values()):
-            (Path(d) / "decoded.json").write_text(json.dumps(outputs, ensure_ascii=False))
-        epoch_s = [h["train_seconds"] for h in history]
-        tune.report({"best_dev_score": best["score"], "best_epoch": float(best["state"].best_epoch),
-                     "epochs_run": float(best["state"].epoch), "seconds_per_epoch": float(np.mean(epoch_s)),
-                     "tuning_seconds": tuning_seconds, **{f"logz_{k_}": v for k_, v in log_z.items()},
-                     **{f"{split}_{name}": s for split in scores for name, s in scores[split].items()}},
-                    checkpoint=tune.Checkpoint.from_directory(d))
+    meta = {"run": run, "objective": objective_name, "config": dataclasses.asdict(objective.cfg),
+            "tuned": best.values, "recipe": part.recipe(norm), "history": state.history, "scores": scores,
+            "beam_size": k, "decode_alpha": alpha, "log_z": log_z}
+    files: dict[str, str | bytes] = {"model.pt": tensor_bytes(best.kept["weights"]),
+                                     "model.json": json.dumps(meta, indent=2, default=str)}
+    if any(outputs.values()):
+        files["decoded.json"] = json.dumps(outputs, ensure_ascii=False)
+    report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
+                  "epochs_run": float(state.epoch),
+                  "seconds_per_epoch": float(np.mean([h["train_seconds"] for h in state.history])),
+                  "tuning_seconds": best.seconds, **{f"logz_{k_}": v for k_, v in log_z.items()},
+                  **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}}, files)
 
 
 # -- the stage ---------------------------------------------------------------------------------------
@@ -444,7 +438,7 @@ def _part_metrics(cfg: NormalisationConfig, part: str, encoders: list[str], pre,
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
-    cfg = load_config(params)
+    cfg = check_config(params)
     prepared = ctx.path(ctx.base.prepared_dir)
     if not (prepared / cfg.tagging.task / "meta.json").exists():
         raise FileNotFoundError(f"normalisation.tagging.task: task {cfg.tagging.task!r} has not been prepared "
@@ -452,7 +446,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     models = ctx.path(cfg.models_dir)
     mt = None
     if cfg.translation.enabled:                       # the subword vocabularies, once, before the trials
-        mt = load_translation_task(prepared / "greek_english", vocab_dir(ctx.work), cfg.translation.data, seed=ctx.base.seed)
+        mt = load_translation_task(prepared / "greek_english", vocab_dir(ctx.work), cfg.translation.data,
+                                   seed=seed_for(ctx.base.seed, "normalisation", "data"))   # as the trials
     pre_grid, search_grid = _grids(cfg)
     pre = run_grid(ctx, params, trial, "pretrain", pre_grid, max_concurrent=cfg.max_concurrent, resources=cfg.resources)
     warm = [r["run"] for r in pre if r["run"]["row"] in INITS]
@@ -471,7 +466,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     curves: dict[str, dict[str, Any]] = {"tagging": {}, "translation": {}}
     t = load_tagging_task(prepared / cfg.tagging.task, max_train_sentences=cfg.tagging.max_train_sentences,
-                          seed=ctx.base.seed)
+                          seed=seed_for(ctx.base.seed, "data", cfg.tagging.task, "train_subsample"))
     tag = _part_metrics(cfg, "tagging", list(cfg.tagging.encoders), pre, search, models, curves["tagging"])
     tag.pop("_best")
     metrics["tagging"] = {"task": cfg.tagging.task, "metric": t.metric, "n_labels": len(t.vocabs["label"]),
@@ -507,7 +502,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         ctx.tracker.log_params({"translation.bleu_signature": signature, "translation.src_vocab": len(mt.src_vocab),
                                 "translation.tgt_vocab": len(mt.tgt_vocab)})
         n_ex = min(cfg.translation.examples, len(mt.test))
-        picks = np.random.default_rng(ctx.base.seed).choice(len(mt.test), size=n_ex, replace=False) if n_ex else []
+        rng = np.random.default_rng(seed_for(ctx.base.seed, "normalisation", "examples"))
+        picks = rng.choice(len(mt.test), size=n_ex, replace=False) if n_ex else []
         examples = [{"verse_id": mt.test.verse_ids[i], "source": mt.test.sources[i], "reference": mt.test.references[i],
                      "systems": {key: hyps(key, "test")[i] for key in outputs}} for i in sorted(int(x) for x in picks)]
         metrics["translation"] = {"metric": "bleu", "beam_size": cfg.translation.beam_size,

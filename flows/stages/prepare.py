@@ -3,7 +3,8 @@
 For every tagging task in ``prepare.tasks`` (default corpora and any user corpus named there):
 read with the task's reader (``READERS`` in :mod:`components.data.readers`; the task config and
 its reader options are in :mod:`components.data.prepare`, validated for every task first), split (seeded random 80/10/10, Greek NT by book, or the user's own
-train/dev/test files), optionally convert BIO -> BIOES, build word/char/label vocabularies
+train/dev/test files; the random split's seed is ``seed_for(base.seed, "prepare", <task>, "split")``),
+optionally convert BIO -> BIOES, build word/char/label vocabularies
 (optionally top-K labels, the rest mapped to ``*``), match GloVe 50d rows, and write
 ``data/prepared/<task>/{train,dev,test,vocab,glove}.parquet`` plus ``meta.json``.
 A task may keep per-token input columns (``features: [pos]``; for the ``conll`` format name their
@@ -38,6 +39,7 @@ from components.data.prepare import (PrepareConfig, RawFiles, TaggingTaskConfig,
                                      read_task)
 from components.data.vocab import build_label_vocab, build_vocab, write_vocabs
 from components.io import write_json
+from components.seeds import seed_for
 from flows.stages.common import StageContext, main
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,8 @@ log = logging.getLogger(__name__)
 def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: StageContext,
                  glove: tuple[dict[str, int], np.ndarray] | None, raw: RawFiles) -> dict[str, Any]:
     features = tuple(cfg.features)
-    parts = read_task(task, cfg, pcfg, lambda p: raw.check(ctx.path(p)), ctx.base.seed)
+    parts = read_task(task, cfg, pcfg, lambda p: raw.check(ctx.path(p)),
+                      seed_for(ctx.base.seed, "prepare", task, "split"))
     check_features(task, features, parts)
     out_dir = ctx.path(ctx.base.prepared_dir) / task
     metrics: dict[str, Any] = {}
@@ -112,7 +115,8 @@ def prepare_cmudict(pcfg: PrepareConfig, ctx: StageContext, raw: RawFiles) -> di
     by_word: dict[str, list] = {}
     for e in entries:
         by_word.setdefault(e.word, []).append(e)
-    parts = splits.random_split(sorted(by_word), pcfg.fractions, ctx.base.seed)
+    parts = splits.random_split(sorted(by_word), pcfg.fractions,
+                                seed_for(ctx.base.seed, "prepare", "cmudict", "split"))
     out = {}
     for k, ws in parts.items():
         rows = [e for w in ws for e in by_word[w]]

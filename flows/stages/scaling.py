@@ -11,8 +11,8 @@ tasks (``ocr``, ``tagging``, ``snakes``), procedures and scaling methods are the
 
 Tuning on the validation fold (S&O Sec. 5.2, App. A.2 and B). Before the grid, one Ray trial per
 (task, method) of ``scaling.tune.space`` (offline alpha, the regulariser's alpha and lambda, the
-temperature) runs a seeded Optuna study of ``scaling.tune.trials`` trials inside it (the pattern of
-``flows.tuning``: ``check_space`` / ``suggest`` / ``run_grid``): each Optuna trial trains the method
+temperature; keys ``scaling.<task>.methods.<method>.<key>``) runs a seeded Optuna study of
+``scaling.tune.trials`` trials inside it (``flows.tuning.tune_in_trial``): each Optuna trial trains the method
 jointly on the first test fold's training folds and scores it on the validation data (OCR fold
 ``select_fold``; the dev split of the other tasks) by its best dev score. The best values replace
 ``scaling.<task>.methods.<method>`` for the grid; they are in every record of that method
@@ -25,9 +25,7 @@ the paper's numbers, figures 1a-1c, ``records.json`` with every run) and ``metri
 """
 from __future__ import annotations
 
-import copy
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,15 +33,17 @@ from typing import Any
 
 import torch
 
-from components.config import BaseConfig, ConfigError, load_section, resolve_device
+from components.config import BaseConfig, ConfigError, ResourcesConfig, load_section, resolve_device
 from components.io import write_json, write_text
 from components.reports import shevchenko_osokin as report
-from components.training.structured import PHASES
-from components.training.scaling import SCALINGS
+from components.seeds import seed_for
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
+from components.training.structured import PHASES
+from flows.ray_runtime import epoch_bar, report_final
+from flows.search_space import check_sweep_space, with_values
 from flows.stages.common import StageContext, main, numeric
-from flows.sweeps import ResourcesConfig, SweepConfig, epoch_bar, report_final, run_sweep
-from flows.tuning import check_space, run_grid, suggest
+from flows.sweeps import SweepConfig, run_sweep
+from flows.tuning import run_grid, tune_in_trial
 
 TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose settings S&O tune on validation
 
@@ -51,22 +51,28 @@ TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose sett
 @dataclass(frozen=True)
 class TuneConfig:
     """Validation-fold tuning of the scaling methods' settings (see the module doc). ``space``:
-    method (one of ``TUNABLE``) -> {``config.<key>``: an Optuna spec, as in ``flows.tuning``};
-    a method absent from ``space`` keeps ``scaling.<task>.methods``. ``tasks``: those tuned (empty:
-    every task of ``scaling.tasks``). ``trials``: Optuna trials per (task, method)."""
-    trials: int = 3
-    seed: int = 0
-    tasks: tuple[str, ...] = ()
-    space: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    dotted params keys ``scaling.<task>.methods.<method>.<key>`` (method one of ``TUNABLE``) -> an
+    Optuna spec; one tuning trial per (task, method) the keys name, in their order; a method
+    without keys keeps ``scaling.<task>.methods``. ``trials``: Optuna trials per (task, method)."""
+    trials: int = 2
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.trials < 1:
             raise ConfigError(f"scaling.tune.trials: expected >= 1, got {self.trials}")
-        for method, space in self.space.items():
-            if method not in TUNABLE:
-                raise ConfigError(f"scaling.tune.space: {method!r} is not a tuned method; expected one of {TUNABLE}")
-            check_space(space, f"scaling.tune.space.{method}",
-                        lambda v, w, m=method: SCALINGS.config(m, {k.split(".", 1)[1]: x for k, x in v.items()}, where=w))
+
+    def groups(self) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+        """(task, method) -> its part of ``space``; a key of another form is a ``ConfigError``."""
+        out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for key, spec in self.space.items():
+            parts = key.split(".")
+            if len(parts) < 5 or parts[0] != "scaling" or parts[2] != "methods":
+                raise ConfigError(f"scaling.tune.space: key {key!r} is not scaling.<task>.methods.<method>.<key>")
+            if parts[3] not in TUNABLE:
+                raise ConfigError(f"scaling.tune.space: {parts[3]!r} (in {key!r}) is not a tuned method; "
+                                  f"expected one of {TUNABLE}")
+            out.setdefault((parts[1], parts[3]), {})[key] = spec
+        return out
 
 
 @dataclass(frozen=True)
@@ -77,70 +83,65 @@ class ScalingStageConfig(ScalingStudyConfig):
     tune: TuneConfig = TuneConfig()
 
 
-def tune_grid(cfg: ScalingStageConfig) -> list[dict[str, Any]]:
-    """One tuning run per (task, method of ``tune.space`` that the task runs): the method's joint
-    run on the task's first fold at seed ``tune.seed``, with the first objective that runs it."""
-    for kind in cfg.tune.tasks:
-        if kind not in cfg.tasks:
-            raise ConfigError(f"scaling.tune.tasks: {kind!r} is not in scaling.tasks {list(cfg.tasks)}")
+def load_config(params: dict[str, Any]) -> ScalingStageConfig:
+    return load_section(ScalingStageConfig, "scaling", params)
+
+
+def _method_key(key: str) -> str:
+    """``scaling.<task>.methods.<method>.<key>`` -> ``<key>`` (the method config's own name)."""
+    return key.split(".", 4)[4]
+
+
+def tune_grid(cfg: ScalingStageConfig, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """One tuning run per (task, method) of ``tune.space``: the method's joint run on the task's
+    first fold, first replicate, with the first objective that runs it; every value of the space
+    is checked against the section's strict config before Ray starts."""
+    groups = cfg.tune.groups()          # the keys' form first, then every value against the strict config
+    # design() reads every method's config strictly (the section's load leaves them as mappings)
+    check_sweep_space(cfg.tune.space, params, "scaling", lambda q: design(load_config(q)), where="scaling.tune.space")
     rows = []
-    for run in design(cfg):
-        if (run["procedure"] in cfg.tune.space and (not cfg.tune.tasks or run["kind"] in cfg.tune.tasks)
-                and run["fold"] == cfg.task(run["kind"]).folds[0] and run["last_activation"] == cfg.task(run["kind"]).base_activation
-                and not any(r["kind"] == run["kind"] and r["procedure"] == run["procedure"] for r in rows)):
-            rows.append({**run, "seed": int(cfg.tune.seed), "tune": True})
+    for (kind, method) in groups:
+        if kind not in cfg.tasks:
+            raise ConfigError(f"scaling.tune.space: task {kind!r} is not in scaling.tasks {list(cfg.tasks)}")
+        match = [run for run in design(cfg) if run["kind"] == kind and run["procedure"] == method
+                 and run["fold"] == cfg.task(kind).folds[0] and run["last_activation"] == cfg.task(kind).base_activation]
+        if not match:
+            raise ConfigError(f"scaling.tune.space: {kind}/{method} is tuned but scaling.{kind}.runs does not run it")
+        rows.append({**match[0], "seed": int(cfg.seeds[0]), "tune": True})
     return rows
 
 
-def with_methods(params: dict[str, Any], tuned: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    """``params`` with ``scaling.<task>.methods.<method>`` updated by the tuned values (``config.`` keys)."""
-    out = copy.deepcopy(params)
-    for (kind, method), values in tuned.items():
-        methods = out["scaling"][kind].setdefault("methods", {})
-        methods[method] = {**(methods.get(method) or {}), **{k.split(".", 1)[1]: v for k, v in values.items()}}
-    return out
-
-
 def tune_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
-    """Ray Tune function trainable: a seeded Optuna study over ``tune.space[method]``; each Optuna
-    trial trains the run with the suggested settings and is scored by its best validation score."""
-    import optuna
-    from ray import tune
-
+    """Ray Tune function trainable: a seeded Optuna study over the (task, method)'s keys of
+    ``tune.space``; each training is scored by its best validation score."""
     run = config["run"]
     kind, method = run["kind"], run["procedure"]
     base = load_section(BaseConfig, "base", params)
-    cfg = load_section(ScalingStageConfig, "scaling", params)
+    cfg = load_config(params)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
-    space = cfg.tune.space[method]
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=cfg.tune.seed))
-    best: dict[str, Any] = {"score": -math.inf}
-    for i in range(cfg.tune.trials):
-        ot = study.ask()
-        values = suggest(ot, space)
-        tcfg = load_section(ScalingStageConfig, "scaling", with_methods(params, {(kind, method): values}))
-        score = {"dev": -1.0}
 
-        def on_epoch(rec: dict[str, Any], i=i) -> None:
-            score["dev"] = max(score["dev"], float(rec["dev_score"]))
-            tune.report({"optuna_trial": float(i), "epoch": float(rec["epoch"]), "dev_score": float(rec["dev_score"]),
-                         "best_dev_score": max(best["score"], score["dev"])})
+    def train(values: dict[str, Any], report, on_batch):
+        best = {"dev": -1.0}
 
-        train_and_evaluate(run, tcfg, Path(root) / base.prepared_dir, resolve_device(base.device), on_epoch=on_epoch,
-                           on_batch=epoch_bar(f"tune {kind}/{method} ({i + 1}/{cfg.tune.trials})"))
-        study.tell(ot, score["dev"])
-        if score["dev"] > best["score"]:
-            best = {"score": score["dev"], "values": values}
-    trials = [{"values": t.params, "dev_score": t.value} for t in study.trials]
-    report_final({"best_dev_score": best["score"], "n_trials": float(len(trials)),
-                  **{f"tuned/{k.split('.', 1)[1]}": float(v) for k, v in best["values"].items()}},
-                 {"tuned.json": json.dumps({"run": run, "values": best["values"], "dev_score": best["score"],
-                                            "trials": trials}, indent=1)})
+        def on_epoch(rec: dict[str, Any]) -> None:
+            best["dev"] = max(best["dev"], float(rec["dev_score"]))
+            report(rec)
+
+        train_and_evaluate(run, load_config(with_values(params, values)), Path(root) / base.prepared_dir,
+                           resolve_device(base.device), base_seed=base.seed, on_epoch=on_epoch, on_batch=on_batch)
+        return best["dev"], None
+
+    tuned = tune_in_trial(f"tune {kind}/{method}", cfg.tune.groups()[(kind, method)], cfg.tune.trials,
+                          seed_for(base.seed, "scaling", "tune", kind, method, "tpe"), train)
+    report_final({"best_dev_score": tuned.score, "n_trials": float(len(tuned.trials)),
+                  **{f"tuned/{_method_key(k)}": float(v) for k, v in tuned.values.items()}},
+                 {"tuned.json": json.dumps({"run": run, "values": tuned.values, "dev_score": tuned.score,
+                                            "trials": tuned.trials}, indent=1)})
 
 
 def tune_methods(ctx: StageContext, params: dict[str, Any], cfg: ScalingStageConfig) -> dict[tuple[str, str], dict[str, Any]]:
     """Run the tuning grid; -> {(task, method): {"values", "dev_score", "trials"}} (empty without a space)."""
-    grid = tune_grid(cfg)
+    grid = tune_grid(cfg, params)
     if not grid:
         return {}
     out = {}
@@ -157,7 +158,7 @@ def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) 
 
     run = config["run"]
     base = load_section(BaseConfig, "base", params)
-    cfg = load_section(ScalingStageConfig, "scaling", params)
+    cfg = load_config(params)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
     best = {"dev": -1.0}
 
@@ -167,7 +168,7 @@ def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) 
                     | {"best_dev_score": best["dev"], "phase_index": float(PHASES.index(rec["phase"]))})
 
     record = train_and_evaluate(
-        run, cfg, Path(root) / base.prepared_dir, resolve_device(base.device), on_epoch=on_epoch,
+        run, cfg, Path(root) / base.prepared_dir, resolve_device(base.device), base_seed=base.seed, on_epoch=on_epoch,
         on_batch=epoch_bar(f"{run['task']}/{run['objective']}/{run['procedure']}/f{run['fold']}/s{run['seed']}"))
     record["stopped_by"] = [h["stopped_by"] for h in record["history"] if "stopped_by" in h]   # per phase, in order
     report_final({"best_dev_score": best["dev"], "test_score": record["test_score"],
@@ -178,25 +179,26 @@ def scaling_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     from ray import tune
-    cfg = load_section(ScalingStageConfig, "scaling", params)
+    cfg = load_config(params)
     grid = design(cfg)
-    tune_grid(cfg)                      # validated before any work
+    tune_grid(cfg, params)              # validated before any work
     missing = missing_inputs(cfg, ctx.path(ctx.base.prepared_dir))
     if missing:
         raise FileNotFoundError("; ".join(missing))
     t0 = time.perf_counter()
     tuned = tune_methods(ctx, params, cfg)
     tune_minutes = (time.perf_counter() - t0) / 60.0
-    params = with_methods(params, {k: v["values"] for k, v in tuned.items()})
-    cfg = load_section(ScalingStageConfig, "scaling", params)
+    params = with_values(params, {k: v for info in tuned.values() for k, v in info["values"].items()})
+    cfg = load_config(params)
     with ctx.tracker.start_run("sweep/scaling", parent_run_id=ctx.run_id, tags={"stage": ctx.stage, "study": "shevchenko_osokin"}) as parent:
         ctx.tracker.log_params({"n_runs": len(grid), "tasks": ",".join(cfg.tasks), "seeds": str(list(cfg.seeds))})
-        ctx.tracker.log_params({f"tuned.{kind}.{m}.{k.split('.', 1)[1]}": v
+        ctx.tracker.log_params({f"tuned.{kind}.{m}.{_method_key(k)}": v
                                 for (kind, m), info in tuned.items() for k, v in info["values"].items()})
         if tuned:
             ctx.tracker.log_metrics({f"tuned_dev.{kind}.{m}": float(info["dev_score"]) for (kind, m), info in tuned.items()})
         trainable = tune.with_parameters(scaling_trial, params=params, root=str(ctx.root))
-        res = run_sweep(trainable, name="scaling", cfg=cfg.sweep, params=params, seed=ctx.base.seed,
+        res = run_sweep(trainable, name="scaling", cfg=cfg.sweep, params=params,
+                        seed=seed_for(ctx.base.seed, "scaling", "grid"),
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
                         tags={"stage": ctx.stage}, grid=grid, allow_errors=True)
         records, failed = [], []
@@ -208,7 +210,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                 r = json.loads(rec.read_text())
                 kind = tr["config"]["run"]["kind"]
                 if (kind, r["procedure"]) in tuned:
-                    r["tuned"] = {k.split(".", 1)[1]: v for k, v in tuned[(kind, r["procedure"])]["values"].items()}
+                    r["tuned"] = {_method_key(k): v for k, v in tuned[(kind, r["procedure"])]["values"].items()}
                 records.append(r)
         out_dir = ctx.path(cfg.report_dir)
         write_json(out_dir / "records.json", records)
@@ -225,7 +227,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         ctx.tracker.log_metrics(numeric(summary))
     return {"runs": len(grid), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
             "tune_minutes": tune_minutes,
-            "tuned": {f"{kind}/{m}": {"values": {k.split(".", 1)[1]: v for k, v in info["values"].items()},
+            "tuned": {f"{kind}/{m}": {"values": {_method_key(k): v for k, v in info["values"].items()},
                                       "dev_score": info["dev_score"], "trials": len(info["trials"])}
                       for (kind, m), info in tuned.items()},
             "results": summary, "design": {"tasks": list(cfg.tasks), "seeds": list(cfg.seeds),

@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,22 +30,20 @@ import torch
 from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_range, from_dict, load_section,
                                resolve_device)
 from components.data.tasks import load_tagging_task
-from components.inference.registry import INFERENCE
-from components.models.step_scorer import StepScorer
 from components.inference.evaluate_decoding import evaluate_decoding
+from components.inference.registry import INFERENCE
 from components.io import write_json
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
 from components.reports.goyal_2018 import write_report
-from components.training.registry import OBJECTIVES
+from components.seeds import seed_for
 from components.training.loop import TrainConfig, fit
+from components.training.registry import OBJECTIVES
 from flows.lifecycle import work_dir
+from flows.ray_runtime import copy_checkpoint, report_final, tensor_bytes
+from flows.search_space import check_sweep_space, with_values
 from flows.stages.common import StageContext, main
-from flows.sweeps import copy_checkpoint, epoch_bar
-from flows.tuning import check_space, objective_config, run_grid, suggest
-
-DECODINGS = INFERENCE.names(needs="StepScorer")   # greedy, beam, soft_beam
-
+from flows.tuning import run_grid, tune_in_trial
 
 @dataclass(frozen=True)
 class VariantConfig:
@@ -57,8 +52,9 @@ class VariantConfig:
     warm_start: bool = False                              # start from the task's CE model (variant ``ce``)
     tasks: tuple[str, ...] = ()                           # () = every task
     space: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Optuna space tuned on dev: ``lr`` or ``config.<dotted key of the objective's config>`` ->
-    # {type: choice, values: [...]} | {type: loguniform|uniform, low: .., high: ..}
+    # Optuna space tuned on dev, in dotted params keys (``search_aware.optim.lr``,
+    # ``search_aware.variants.<name>.config.decay_k``) -> {type: choice, values: [...]} |
+    # {type: loguniform|uniform, low: .., high: ..}
 
 
 @dataclass(frozen=True)
@@ -66,14 +62,15 @@ class SearchAwareConfig:
     tasks: tuple[str, ...] = ("ner", "greek_morph_k400")
     beam_size: dict[str, int] = field(default_factory=dict)           # task -> k (default 3)
     max_train_sentences: dict[str, int] = field(default_factory=dict)  # task -> cap (0 / absent = all)
-    max_dev_sentences: int = 0
-    seeds: tuple[int, ...] = (0,)
-    trials: int = 2                      # Optuna trainings per (task, variant, seed)
-    decode_alpha: float = 10.0           # the soft beam's alpha for models not trained with one
+    max_dev_sentences: int = 300         # dev sentences for tuning and early stopping (reported dev scores use all)
+    seeds: tuple[int, ...] = (0,)        # replicate indices (components.seeds names them), not seeds
+    trials: int = 2                      # Optuna trainings per (task, variant, replicate) over the variant's space
+    decodings: tuple[str, ...] = ("greedy", "beam", "soft_beam")   # step decoders (INFERENCE names), each model
+    decode_alpha: float = 10.0           # the soft beam's alpha for models not trained through it
     eval_batch_size: int = 64
     model: Seq2SeqTaggerConfig = Seq2SeqTaggerConfig()
-    optim: TrainConfig = TrainConfig(lr=0.005, epochs=8, patience=3, batch_size=32)
-    finetune: TrainConfig = TrainConfig(lr=0.001, epochs=4, patience=2, batch_size=32)
+    optim: TrainConfig = TrainConfig(lr=0.01, epochs=8, patience=3, batch_size=64)      # from scratch: CE, SS
+    finetune: TrainConfig = TrainConfig(lr=0.001, epochs=4, patience=2, batch_size=64)  # from CE: DL, hinge
     variants: dict[str, VariantConfig] = field(default_factory=dict)
     max_concurrent: int = 2
     resources: ResourcesConfig = ResourcesConfig()
@@ -88,19 +85,23 @@ class SearchAwareConfig:
 
 def load_config(params: dict[str, Any]) -> SearchAwareConfig:
     """The section, strictly, with every variant's objective config and space checked before Ray
-    starts: an unknown objective, config key or space key is a ``ConfigError`` naming it."""
+    starts: an unknown objective, decoding, config key or space key is a ``ConfigError`` naming it."""
     cfg = load_section(SearchAwareConfig, "search_aware", params)
     variants = {n: v if isinstance(v, VariantConfig) else from_dict(VariantConfig, v, where=f"search_aware.variants.{n}")
                 for n, v in cfg.variants.items()}
     if "ce" not in variants:
         raise ConfigError("search_aware.variants: the CE baseline 'ce' is required (it warm-starts the others)")
+    INFERENCE.check(cfg.decodings, "search_aware.decodings")
+    bad = [d for d in cfg.decodings if INFERENCE[d].meta["needs"] != "StepScorer"]
+    if bad or not cfg.decodings:
+        raise ConfigError(f"search_aware.decodings: {list(cfg.decodings)} must name step decoders, "
+                          f"{list(INFERENCE.names(needs='StepScorer'))}")
     for name, v in variants.items():
         where = f"search_aware.variants.{name}"
         if v.objective not in OBJECTIVES or OBJECTIVES[v.objective].meta["structure"] != "steps":
             steps = [n for n, e in OBJECTIVES.items() if e.meta["structure"] == "steps"]
             raise ConfigError(f"{where}.objective: {v.objective!r} is not a step objective; expected one of {steps}")
         OBJECTIVES.config(v.objective, v.config, where=f"{where}.config")
-        check_space(v.space, f"{where}.space", lambda values, w, v=v: objective_config(v.objective, v.config, values, w))
         bad = [t for t in v.tasks if t not in cfg.tasks]
         if bad:
             raise ConfigError(f"{where}.tasks: {bad} are not in search_aware.tasks {list(cfg.tasks)}")
@@ -114,118 +115,101 @@ def load_config(params: dict[str, Any]) -> SearchAwareConfig:
     return dataclasses.replace(cfg, variants=variants)
 
 
-def _alpha_of(obj_cfg: Any, epoch: int) -> float | None:
-    alpha = getattr(obj_cfg, "alpha", None)
-    return alpha.at(epoch) if alpha is not None else None
+def check_config(params: dict[str, Any]) -> SearchAwareConfig:
+    """:func:`load_config`, and every variant's space: each key a setting of the section, every
+    value it can take valid (before Ray starts)."""
+    cfg = load_config(params)
+    for name, v in cfg.variants.items():
+        check_sweep_space(v.space, params, "search_aware", load_config, where=f"search_aware.variants.{name}.space")
+    return cfg
 
 
-# -- one trial: (task, variant, seed) ---------------------------------------------------------------
-def _warm_start(models: Path, task: str, seed: int) -> Path:
-    """Where the CE model of (task, seed) waits for the variants that start from it: in the stage's
-    working folder during the run (``models`` = ``work_dir``), in the models folder at its end."""
-    return models / task / "warm_start" / f"ce.seed{seed}"
-
-
-def _decoder(name: str, k: int, alpha: float) -> Any:
-    """The ``INFERENCE`` decoder ``name`` with the task's beam size (and the soft beam's alpha)."""
-    cfg = {"greedy": {}, "beam": {"k": k}, "soft_beam": {"k": k, "alpha": alpha}}[name]
-    return INFERENCE.build(name, cfg)
+# -- one trial: (task, variant, replicate) ----------------------------------------------------------
+def _warm_start(models: Path, task: str, replicate: int) -> Path:
+    """Where the CE model of (task, replicate) waits for the variants that start from it: in the
+    stage's working folder during the run (``models`` = ``work_dir``), in the models folder at its end."""
+    return models / task / "warm_start" / f"ce.seed{replicate}"
 
 
 def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
-    """Ray Tune function trainable over ``config["run"] = {task, variant, seed}``."""
-    import optuna
+    """Ray Tune function trainable over ``config["run"] = {task, variant, seed}`` (``seed``: the
+    replicate index). Seeds (``components.seeds``): the model's initialisation and the batch order
+    are named by (task, replicate) — every variant of a replicate starts alike (paired comparisons)
+    — the objective's sampling and the Optuna study by the variant too."""
     from ray import tune
 
     run = config["run"]
-    task_name, variant, seed = run["task"], run["variant"], int(run["seed"])
+    task_name, variant, rep = run["task"], run["variant"], int(run["seed"])
     base = load_section(BaseConfig, "base", params)
     cfg = load_config(params)
     v = cfg.variants[variant]
+    name = ("search_aware", task_name, f"replicate{rep}")
+    model_seed = seed_for(base.seed, *name, "model")
     device = resolve_device(base.device)
     rootp = Path(root)
     task = load_tagging_task(rootp / base.prepared_dir / task_name,
-                             max_train_sentences=cfg.max_train_sentences.get(task_name, 0), seed=base.seed)
+                             max_train_sentences=cfg.max_train_sentences.get(task_name, 0),
+                             seed=seed_for(base.seed, "data", task_name, "train_subsample"))
     dev = task.dev.subset(np.arange(min(len(task.dev), cfg.max_dev_sentences))) if cfg.max_dev_sentences else task.dev
     labels = task.vocabs["label"]
     k = cfg.beam_size.get(task_name, 3)
     o_id = labels.tokens.index("O") if "O" in labels.tokens else -1
     entry = OBJECTIVES[v.objective]
-    tune_on = entry.meta["prediction"]                 # greedy | beam
-    optim = cfg.finetune if v.warm_start else cfg.optim
-    n_batches = -(-len(task.train) // optim.batch_size)
-    warm = _warm_start(work_dir(rootp, "search_aware"), task_name, seed) / "model.pt"
+    tune_on = INFERENCE.build_with(entry.meta["prediction"], {"k": k})   # greedy or hard beam: no alpha involved
+    n_batches = -(-len(task.train) // (cfg.finetune if v.warm_start else cfg.optim).batch_size)
+    warm = _warm_start(work_dir(rootp, "search_aware"), task_name, rep) / "model.pt"
     if v.warm_start and not warm.exists():
         raise FileNotFoundError(f"{warm}: the CE model this variant warm-starts from (variant 'ce' runs first)")
 
     def build() -> Seq2SeqTagger:
-        model = Seq2SeqTagger(cfg.model, **task.sizes, glove_ids=task.glove_ids, glove_vectors=task.glove_vectors, seed=seed)
+        model = Seq2SeqTagger(cfg.model, **task.sizes, glove_ids=task.glove_ids, glove_vectors=task.glove_vectors,
+                              seed=model_seed)
         if v.warm_start:
             model.load_state_dict(torch.load(warm, map_location="cpu", weights_only=True))
         return model.to(device)
 
-    def train(values: dict[str, Any], on_epoch=None, on_batch=None):
-        torch.manual_seed(seed)
-        obj_cfg = objective_config(v.objective, v.config, values, where=f"search_aware.variants.{variant}")
-        if hasattr(obj_cfg, "k"):                      # the relaxed beam searches with the task's beam size
-            obj_cfg = dataclasses.replace(obj_cfg, k=k)
-        objective = OBJECTIVES.build(v.objective, obj_cfg, updates_per_epoch=n_batches, seed=seed, o_id=o_id)
+    def train(values: dict[str, Any], report, on_batch):
+        c = load_config(with_values(params, values))       # the suggested settings, read like any params
+        cv = c.variants[variant]
+        optim = c.finetune if cv.warm_start else c.optim
+        torch.manual_seed(model_seed)
+        objective = OBJECTIVES.build(cv.objective, cv.config, updates_per_epoch=n_batches, o_id=o_id, k=k,
+                                     seed=seed_for(base.seed, *name, variant, "objective"))
         model = build()
-        tcfg = dataclasses.replace(optim, lr=float(values.get("lr", optim.lr)))
-
-        method = _decoder(tune_on, k, cfg.decode_alpha)        # greedy or hard beam: no alpha involved
-
-        def evaluate(m) -> dict[str, float]:
-            return evaluate_decoding(m, method, dev, labels, task.metric, batch_size=cfg.eval_batch_size,
-                                     device=device)
-
         state = fit(model, objective,
-                    lambda epoch: task.train.batches(optim.batch_size, shuffle=True, seed=seed * 1000 + epoch, device=device),
-                    n_batches, evaluate, tcfg, on_epoch=on_epoch, on_batch=on_batch)
-        return model, state, obj_cfg, objective
+                    lambda epoch: task.train.batches(optim.batch_size, shuffle=True, device=device,
+                                                     seed=seed_for(base.seed, *name, "batches", epoch)),
+                    n_batches, lambda m: evaluate_decoding(m, tune_on, dev, labels, task.metric,
+                                                           batch_size=c.eval_batch_size, device=device),
+                    optim, on_epoch=lambda s, r: report(r), on_batch=on_batch)
+        return state.best_score, {"state": state, "objective": objective,
+                                  "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()}}
 
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
-    best: dict[str, Any] = {}
-    n_trials = cfg.trials if v.space else 1
-    t_start = time.perf_counter()
-    for i in range(n_trials):
-        ot = study.ask()
-        values = suggest(ot, v.space)
-        so_far = best.get("score", -math.inf)
-        model, state, obj_cfg, objective = train(values, on_epoch=lambda s, r, i=i, b=so_far: tune.report(
-            {"optuna_trial": float(i), "epoch": r["epoch"], "dev_score": r["dev_score"], "train_loss": r["train_loss"],
-             "best_dev_score": max(b, s.best_score)}), on_batch=epoch_bar(f"{task_name}/{variant} ({i + 1}/{n_trials})"))
-        study.tell(ot, state.best_score)
-        if not best or state.best_score > best["score"]:
-            best = {"score": state.best_score, "values": values, "state": state, "obj_cfg": obj_cfg,
-                    "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()},
-                    "final_alpha": _alpha_of(obj_cfg, state.best_epoch) if entry.meta["feed"] == "soft beam" else None}
-    tuning_seconds = time.perf_counter() - t_start
-
+    best = tune_in_trial(f"{task_name}/{variant}", v.space, cfg.trials, seed_for(base.seed, *name, variant, "tpe"),
+                         train)
+    state, objective = best.kept["state"], best.kept["objective"]
     model = build()
-    model.load_state_dict(best["weights"])
+    model.load_state_dict(best.kept["weights"])
     model.eval()
-    alpha = best["final_alpha"] or cfg.decode_alpha
+    # the soft beam decodes a model trained through it with the alpha of its kept epoch
+    alpha = (objective.alpha_at(state.best_epoch) if entry.meta["feed"] == "soft beam" else None) or cfg.decode_alpha
     scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
     with torch.no_grad():
         for split, ds in (("dev", task.dev), ("test", task.test)):
-            for name in DECODINGS:
-                scores[split][name] = evaluate_decoding(model, _decoder(name, k, alpha), ds, labels, task.metric,
-                                                        batch_size=cfg.eval_batch_size, device=device)["score"]
-    history = best["state"].history
-    epoch_s = [h["train_seconds"] for h in history]
-    with tempfile.TemporaryDirectory() as d:
-        torch.save(best["weights"], Path(d) / "model.pt")
-        meta = {"task": task_name, "variant": variant, "seed": seed, "objective": v.objective,
-                "config": dataclasses.asdict(best["obj_cfg"]), "tuned": best["values"],
-                "recipe": recipe("seq2seq", "seq2seq", cfg.model, task.sizes), "history": history,
-                "scores": scores, "beam_size": k, "decode_alpha": alpha}
-        (Path(d) / "model.json").write_text(json.dumps(meta, indent=2, default=str))
-        tune.report({"best_dev_score": best["score"], "best_epoch": float(best["state"].best_epoch),
-                     "epochs_run": float(best["state"].epoch), "seconds_per_epoch": float(np.mean(epoch_s)),
-                     "tuning_seconds": tuning_seconds,
-                     **{f"{split}_{name}": s for split in scores for name, s in scores[split].items()}},
-                    checkpoint=tune.Checkpoint.from_directory(d))
+            for d in cfg.decodings:
+                scores[split][d] = evaluate_decoding(model, INFERENCE.build_with(d, {"k": k, "alpha": alpha}), ds, labels,
+                                                     task.metric, batch_size=cfg.eval_batch_size, device=device)["score"]
+    meta = {"task": task_name, "variant": variant, "seed": rep, "objective": v.objective,
+            "config": dataclasses.asdict(objective.cfg), "describe": objective.describe(), "tuned": best.values,
+            "recipe": recipe("seq2seq", "seq2seq", cfg.model, task.sizes), "history": state.history,
+            "scores": scores, "beam_size": k, "decode_alpha": alpha}
+    report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
+                  "epochs_run": float(state.epoch),
+                  "seconds_per_epoch": float(np.mean([h["train_seconds"] for h in state.history])),
+                  "tuning_seconds": best.seconds,
+                  **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}},
+                 {"model.pt": tensor_bytes(best.kept["weights"]),
+                  "model.json": json.dumps(meta, indent=2, default=str)})
 
 
 # -- the stage ---------------------------------------------------------------------------------------
@@ -234,23 +218,29 @@ def _grid(cfg: SearchAwareConfig, variants: list[str]) -> list[dict[str, Any]]:
             if not cfg.variants[name].tasks or t in cfg.variants[name].tasks for s in cfg.seeds]
 
 
+def _short(key: str, variant: str) -> str:
+    """A tuned key as the report shows it: relative to the variant (``config.decay_k``) or to the
+    section (``optim.lr``)."""
+    for prefix in (f"search_aware.variants.{variant}.", "search_aware."):
+        if key.startswith(prefix):
+            return key[len(prefix):]
+    return key
+
+
 def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     v = cfg.variants[name]
-    obj_cfg = OBJECTIVES.config(v.objective, v.config)
     metas = [json.loads((Path(r["checkpoint"]) / "model.json").read_text()) for r in runs]
     best_i = int(np.argmax([r["metrics"]["best_dev_score"] for r in runs]))
-    alpha = getattr(obj_cfg, "alpha", None)
-    decay = getattr(obj_cfg, "decay_k", None)
-    tuned_decay = "config.decay_k" in v.space
-    out = {"objective": v.objective, "feed": OBJECTIVES[v.objective].meta["feed"] if v.objective != "seq_ce" else "gold",
-           "alpha": "none" if alpha is None else ("annealed" if alpha.annealed else "fixed"),
+    described = metas[best_i]["describe"]              # the objective's own account (alpha, decay, feed)
+    decay = described["decay_k"]
+    tuned_decay = any(key.endswith(".decay_k") for key in v.space)
+    feed = OBJECTIVES[v.objective].meta["feed"] if described["feed"] == "gold" and v.objective != "seq_ce" else None
+    out = {"objective": v.objective, "feed": feed or described["feed"], "alpha": described["alpha"],
            "decay_k": None if decay is None or tuned_decay else (-1.0 if decay == 0 else float(decay)),
-           "config": {f"seed{m['seed']}.{k}": val for m in metas for k, val in m["tuned"].items()},
+           "config": {f"seed{m['seed']}.{_short(k, name)}": val for m in metas for k, val in m["tuned"].items()},
            "seeds": len(runs), "warm_start": v.warm_start}
-    if v.objective in ("scheduled_sampling", "soft_scheduled_sampling"):
-        out["feed"] = obj_cfg.feed
     for split in ("dev", "test"):
-        vals = {d: [r["metrics"][f"{split}_{d}"] for r in runs] for d in DECODINGS}
+        vals = {d: [r["metrics"][f"{split}_{d}"] for r in runs] for d in cfg.decodings}
         out[split] = {d: float(np.mean(x)) for d, x in vals.items()}
         out[f"{split}_std"] = {d: float(np.std(x)) for d, x in vals.items()}
     for key in ("epochs_run", "best_epoch", "seconds_per_epoch", "tuning_seconds"):
@@ -264,7 +254,7 @@ def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
-    cfg = load_config(params)
+    cfg = check_config(params)
     for task in cfg.tasks:
         if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
             raise FileNotFoundError(f"search_aware.tasks: task {task!r} has not been prepared "
@@ -282,7 +272,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     metrics: dict[str, Any] = {"tasks": {}}
     for task in cfg.tasks:
         t = load_tagging_task(ctx.path(ctx.base.prepared_dir) / task,
-                              max_train_sentences=cfg.max_train_sentences.get(task, 0), seed=ctx.base.seed)
+                              max_train_sentences=cfg.max_train_sentences.get(task, 0),
+                              seed=seed_for(ctx.base.seed, "data", task, "train_subsample"))
         labels = t.vocabs["label"]
         entry: dict[str, Any] = {"metric": t.metric, "n_labels": len(labels),
                                  "top_k_labels": int(t.meta.get("top_k_labels", 0)),

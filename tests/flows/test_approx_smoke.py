@@ -19,8 +19,8 @@ def test_approx_study_end_to_end(tiny_root):
         params[section].update(tasks=["pos"], max_train_sentences=0)
         params[section]["optim"].update(epochs=1, batch_size=8)
         params[section]["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0})
-    params["train_energy"]["model"]["hidden"] = 4
-    params["infnets"]["infnet"]["hidden"] = 4
+    params["train_energy"].setdefault("model", {})["hidden"] = 4
+    params["infnets"].setdefault("infnet", {})["hidden"] = 4
     params["approx"].update(tasks=["pos"], max_test_sentences={"pos": 5}, max_dev_sentences=4, speed_batch_sizes=[10],
                             shard_size=4, lm_epochs=1, resources={"cpu": 1, "gpu": 0},
                             tuned={"tailored_infnet": {"rows_key": "n_steps", "rows": [2], "tune_key": "lr",

@@ -24,7 +24,8 @@ import pytest
 from components.config import ResourcesConfig
 from components.tracking.base import NullTracker
 from flows.parallel import sharded_map
-from flows.sweeps import SweepConfig, run_sweep, trial_resources
+from flows.ray_runtime import trial_resources
+from flows.sweeps import SweepConfig, run_sweep
 
 N_GPUS, N_JOBS = 2, 4
 

@@ -60,7 +60,7 @@ def _tiny_exact(params):
     m.update(sources=["palindrome"], train_sizes=[50], objectives=["mlm", "pll"], seeds=[0])
     c = m["cell"]
     c["model"] = {"embedding_dim": 4, "hidden": 8, "layers": 1}
-    c["train"].update(epochs=2, batch_size=16, patience=1)
+    c.setdefault("train", {}).update(epochs=2, batch_size=16, patience=1)
     c.update(dev_size=20, test_size=20, phoneme_max_len=2)
     m["phonemes"] = {"enabled": True, "train_size": 40, "objectives": ["pll", "mlm"]}
     m["projection"] = {"sources": ["hmm_low"], "pretrain_size": 100, "train_sizes": [10, 20],
@@ -137,14 +137,14 @@ def _tiny_cmlm(params):
     c["model"] = {"d_model": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "ff": 32, "dropout": 0.0,
                   "max_source_len": 64, "max_target_len": 64, "tie_embeddings": True}
     # ~0.1 s an epoch: 10 epochs take the tiny model about 0.4 nats below the unigram baseline (2 do not reach it)
-    c["train"].update(lr=0.01, epochs=10, batch_size=8, warmup_steps=5, patience=10)
+    c.setdefault("train", {}).update(lr=0.01, epochs=10, batch_size=8, warmup_steps=5, patience=10)
     c.update(min_gain=0.0, max_decode_pairs=4, decode={"iterations": 2, "length_candidates": 1})
     c["sweep"] = {"num_samples": 1, "max_concurrent": 1, "metric": "best_dev_loss", "mode": "min",
                   "max_failures": 0, "resources": {"cpu": 1, "gpu": 0}}
     m = params["mcmc"]
     m.update(chains=2, burn_in=1, sweeps=4, shard_sentences=2, resources={"cpu": 1, "gpu": 0},
              mask_predict={"iterations": 2, "length_candidates": 1})
-    m["data"] = {"max_source_words": 100, "sentences": 2, "full_sentences": 2, "seed": 0}
+    m["data"] = {"max_source_words": 100, "sentences": 2, "full_sentences": 2}
     g = m["groups"]
     g["temperature"]["values"], g["nucleus"]["values"], g["anneal"]["values"] = [1.0, 0.5], [1.0, 0.9], [0.05]
     g["block"]["config"].update(block_size=2, block_anneal_sweeps=1)
@@ -241,14 +241,14 @@ def test_bench_mcmc_counts_fewer_passes_than_the_naive_loop():
 
 @dataclass(frozen=True)
 class WalkConfig:
-    """A test-only sampler's config: it has a seed, an init and a proposal temperature, no target temperature."""
-    seed: int = 0
+    """A test-only sampler's config: it has an init and a proposal temperature, no target temperature
+    (and no seed: a sampler's seed is a build input, ``make(cfg, seed=...)``)."""
     init: str = "uniform"
     proposal_temperature: float = 1.0
     stride: int = 1
 
 
-def make_walk(cfg: WalkConfig):
+def make_walk(cfg: WalkConfig, *, seed: int = 0):
     return cfg
 
 
@@ -278,9 +278,9 @@ def test_a_new_sampler_is_run_by_the_design_and_listed_by_the_report(tiny_root, 
     assert [r["name"] for r in walk] == ["main/walk", "temperature/walk/1.0", "temperature/walk/0.5", "full/walk"]
     assert all(r["sampler"] == "walk" and r["energy"] == "norm" for r in walk)
     # every setting the sampler has, none it lacks (the full group's target annealing)
-    assert walk[0]["config"] == {"seed": 0, "init": "uniform", "stride": 2}
-    assert walk[2]["config"] == {"seed": 0, "init": "uniform", "stride": 2, "proposal_temperature": 0.5}
-    assert walk[3]["config"] == {"seed": 0, "init": "warm", "stride": 2, "proposal_temperature": 0.8}
+    assert walk[0]["config"] == {"init": "uniform", "stride": 2}
+    assert walk[2]["config"] == {"init": "uniform", "stride": 2, "proposal_temperature": 0.5}
+    assert walk[3]["config"] == {"init": "warm", "stride": 2, "proposal_temperature": 0.8}
     assert reg.build("walk", walk[3]["config"]) == WalkConfig(init="warm", proposal_temperature=0.8, stride=2)
     # the thesis's runs keep their names, order and configs
     assert [r for r in runs if r["scheme"] != "walk"] == mcmc.design(mcmc.load_config(plain))

@@ -31,18 +31,16 @@ def _parallel(root):
 def _tiny(params):
     n = params["normalisation"]
     n.update(seeds=[0], trials=1, eval_batch_size=16, resources={"cpu": 1, "gpu": 0})
-    n["search"]["space"] = {"config.alpha.anneal": {"type": "choice", "values": [4.0]}}
-    t = n["tagging"]
-    t.update(task="ner", beam_size=2, max_train_sentences=0, max_dev_sentences=0, space={})
-    t["model"].update(hidden=6, label_dim=3)
-    t["optim"].update(epochs=1, batch_size=8)
-    t["finetune"].update(epochs=1, batch_size=8)
-    m = n["translation"]
-    m.update(beam_size=2, space={}, examples=2)
-    m["data"].update(src_vocab_size=40, tgt_vocab_size=30, max_dev_pairs=0)
-    m["model"].update(embedding_dim=8, hidden=8, attention_dim=8)
-    m["optim"].update(epochs=1, batch_size=8)
-    m["finetune"].update(epochs=1, batch_size=8)
+    # keys on top of the section's defaults (params.yaml states only what differs)
+    t = n.setdefault("tagging", {})
+    t.update(task="ner", beam_size=2, max_train_sentences=0, max_dev_sentences=0, space={},
+             search_space={"normalisation.search.config.alpha.anneal": {"type": "choice", "values": [4.0]}},
+             model={"hidden": 6, "label_dim": 3}, optim={"epochs": 1, "batch_size": 8},
+             finetune={"epochs": 1, "batch_size": 8})
+    m = n.setdefault("translation", {})
+    m.update(beam_size=2, space={}, examples=2, data={"src_vocab_size": 40, "tgt_vocab_size": 30, "max_dev_pairs": 0},
+             model={"embedding_dim": 8, "hidden": 8, "attention_dim": 8}, optim={"epochs": 1, "batch_size": 8},
+             finetune={"epochs": 1, "batch_size": 8})
     m["ss"] = {"ss_greedy": {"objective": "scheduled_sampling", "config": {"feed": "greedy", "decay_k": 10}},
                "dss_annealed_sample": {"objective": "soft_scheduled_sampling",
                                        "config": {"feed": "sample", "decay_k": 10, "alpha": {"init": 1.0, "anneal": 2.0}}}}
@@ -85,11 +83,16 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda n: n["search"].update(objective="seq_ce"), "not a relaxed-beam objective"),
-    (lambda n: n["search"].update(space={"optim.lr": {"type": "choice", "values": [1]}}), "must be 'lr' or 'config"),
-    (lambda n: n["search"].update(space={"config.alpha.anneal": {"type": "choice", "values": [0.5]}}),
+    (lambda n: n.setdefault("search", {}).update(objective="seq_ce"), "not a relaxed-beam objective"),
+    (lambda n: n["tagging"].update(search_space={"train.optim.lr": {"type": "choice", "values": [1]}}),
+     "not a setting of the 'normalisation' section"),
+    (lambda n: n["tagging"].update(
+        search_space={"normalisation.search.config.alpha.anneal": {"type": "choice", "values": [0.5]}}),
      "alpha.anneal must be >= 1"),
-    (lambda n: n["tagging"].update(space={"config.lam": {"type": "choice", "values": [1]}}), "must be 'lr'"),
+    (lambda n: n["translation"].update(space={"normalisation.translation.lam": {"type": "choice", "values": [-1.0]}}),
+     "translation.space.normalisation.translation.lam: the value -1.0 is not valid"),
+    (lambda n: n["tagging"].update(space={"normalisation.tagging.optim.lrr": {"type": "choice", "values": [1]}}),
+     "unknown key"),
     (lambda n: n["tagging"].update(encoders=["gru"]), "encoders"),
     (lambda n: n["tagging"].update(lam=-1.0), "lam"),
     (lambda n: n["translation"].update(beam_size=0), "beam_size"),
@@ -104,7 +107,7 @@ def test_bad_configuration_is_rejected_before_work(tiny_root, edit, match):
     params = _tiny(params)
     edit(params["normalisation"])
     with pytest.raises((ConfigError, ValueError), match=match):
-        normalisation.load_config(params)
+        normalisation.check_config(params)
 
 
 def test_unprepared_task_is_a_clear_error(tiny_root):

@@ -13,9 +13,11 @@ import pytest
 
 from components.config import ConfigError, ResourcesConfig
 from components.tracking.mlflow_tracker import MlflowTracker
-from flows import sweeps
-from flows.sweeps import (STUDY_STORAGE_ENV, SweepConfig, build_space, open_study_storage, optuna_distributions,
-                          run_sweep, study_storage_url)
+from flows.ray_runtime import init_ray
+from flows.search_space import build_space
+from flows.study_storage import (STUDY_STORAGE_ENV, open_study_storage, optuna_distributions, study_searcher,
+                                 study_storage_url, trial_number)
+from flows.sweeps import SweepConfig, run_sweep
 
 PARAMS = {"toy": {"lr": 0.01, "hidden": 4}}
 SPACE = {"toy.lr": {"type": "loguniform", "low": 0.001, "high": 0.1},
@@ -34,7 +36,7 @@ def _objective(config):
 @pytest.fixture(scope="module")
 def ray_session():
     import ray
-    sweeps.init_ray(num_cpus=2)
+    init_ray(num_cpus=2)
     yield
     ray.shutdown()
 
@@ -137,7 +139,7 @@ def test_the_searcher_keeps_writing_to_its_study_after_rays_pickling(tmp_path):
     from ray import cloudpickle
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     storage = open_study_storage(url)
-    searcher = sweeps._study_searcher(metric="best_dev_score", mode="max", seed=3, study="s-1", storage=storage)
+    searcher = study_searcher(metric="best_dev_score", mode="max", seed=3, study="s-1", storage=storage)
     searcher.set_search_properties("best_dev_score", "max", build_space(SPACE, PARAMS))
     first = searcher.suggest("ray-a")
     searcher.save(tmp_path / "searcher.pkl")
@@ -149,7 +151,7 @@ def test_the_searcher_keeps_writing_to_its_study_after_rays_pickling(tmp_path):
     (a, b) = sorted(_study(url, "s-1").trials, key=lambda t: t.number)
     assert (a.params, a.value, a.user_attrs["ray_trial_id"]) == (first, 0.5, "ray-a")
     assert (b.params, b.state, b.user_attrs["ray_trial_id"]) == (second, optuna.trial.TrialState.RUNNING, "ray-b")
-    assert sweeps.trial_number(storage, "s-1", "ray-b") == 1 and sweeps.trial_number(storage, "s-1", "x") is None
+    assert trial_number(storage, "s-1", "ray-b") == 1 and trial_number(storage, "s-1", "x") is None
     assert pickle.loads(pickle.dumps(storage)).url == url
 
 

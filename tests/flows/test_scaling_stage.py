@@ -41,19 +41,18 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
     _tiny_snakes(root / "data/prepared/snakes", rng)
     one = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
     sc = params["scaling"]
-    sc["sweep"]["resources"] = {"cpu": 1, "gpu": 0}
+    sc["sweep"] = {"resources": {"cpu": 1, "gpu": 0}}
     sc["guard"] = False                      # one-epoch runs on random data: the plumbing, not learning
     for kind in ("ocr", "tagging", "snakes"):
-        sc[kind]["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
+        sc.setdefault(kind, {})["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
     sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[0.5], sigmoid=[],
                      runs={"marginal_ce": ["stage", "online", "offline"]})
     sc["ocr"]["procedure"]["budget"] = 3
     # validation-fold tuning of offline alpha: two Optuna trials inside one Ray trial
-    sc["tune"] = {"trials": 2, "seed": 0, "tasks": ["ocr"],
-                  "space": {"offline": {"config.alpha": {"type": "choice", "values": [0.5, 32.0]}}}}
+    sc["tune"] = {"trials": 2, "space": {"scaling.ocr.methods.offline.alpha": {"type": "choice", "values": [0.5, 32.0]}}}
     sc["ocr"]["methods"]["online"] = {"grid_lo": -2, "grid_hi": 2}
     sc["tagging"].update(task="pos", max_train_sentences=0, runs={"nll": ["joint"]})
-    sc["snakes"]["model"].update(embedding_dim=2, unary={"depth": 1, "width": 4}, pairwise={"depth": 1, "width": 4})
+    sc["snakes"]["model"] = {"embedding_dim": 2, "unary": {"depth": 1, "width": 4}, "pairwise": {"depth": 1, "width": 4}}
     sc["snakes"]["runs"] = {"gcrf_ce": ["offline"]}
     import ray
     try:
@@ -113,6 +112,22 @@ def test_scaling_design_rejects_bad_runs(tiny_root):
     params["scaling"]["ocr"]["methods"] = {"offline": {"alpha": 8.0, "eps": 0.0, "lam": 1.0}}
     with pytest.raises(ValueError, match=r"scaling\.ocr\.methods\.offline.*lam"):
         scaling.design(load_section(scaling.ScalingStageConfig, "scaling", params))
+
+
+@pytest.mark.parametrize("key, values, match", [
+    ("scaling.ocr.offline.alpha", [1.0], "is not scaling.<task>.methods.<method>.<key>"),
+    ("scaling.ocr.methods.joint.alpha", [1.0], "'joint' .* is not a tuned method"),
+    ("scaling.ocr.methods.offline.alpha", [-1.0], r"tune.space.scaling.ocr.methods.offline.alpha: the value -1.0"),
+    ("scaling.ocr.methods.offline.alphaa", [1.0], "unknown key"),
+    ("scaling.pos.methods.offline.alpha", [1.0], r"scaling: unknown key\(s\) \['pos'\]"),
+    ("train.optim.lr", [1.0], "is not scaling.<task>.methods.<method>.<key>"),
+])
+def test_tune_space_is_checked_before_ray(tiny_root, key, values, match):
+    from components.config import ConfigError
+    _, params = tiny_root
+    params["scaling"]["tune"] = {"space": {key: {"type": "choice", "values": values}}}
+    with pytest.raises(ConfigError, match=match):
+        scaling.tune_grid(scaling.load_config(params), params)
 
 
 def test_scaling_stage_fails_before_ray_without_prepared_data(tiny_root):

@@ -13,9 +13,9 @@ def _tiny(params):
     sa = params["search_aware"]
     sa.update(tasks=["ner"], beam_size={"ner": 2}, max_train_sentences={}, max_dev_sentences=0, seeds=[0], trials=2,
               eval_batch_size=16)
-    sa["model"].update(hidden=6, label_dim=3, embedding_dim=50)
-    sa["optim"].update(epochs=1, batch_size=8)
-    sa["finetune"].update(epochs=1, batch_size=8)
+    sa["model"] = {"hidden": 6, "label_dim": 3, "embedding_dim": 50}      # on top of the section's defaults
+    sa["optim"] = {"epochs": 1, "batch_size": 8}
+    sa["finetune"] = {"epochs": 1, "batch_size": 8}
     sa["resources"] = {"cpu": 1, "gpu": 0}
     keep = ("ce", "ss_greedy", "dss_k1", "dl_annealed", "hinge_alpha1")
     sa["variants"] = {k: v for k, v in sa["variants"].items() if k in keep}
@@ -41,7 +41,7 @@ def test_search_aware_stage_runs_both_grids_and_writes_the_report(tiny_root):
     assert ner["variants"]["dss_k1"]["decay_k"] == 1.0 and ner["beam_size"] == 2
     # the CE warm starts, per seed; the tuned settings come from the space (2 Optuna trials)
     assert (root / "models/search_aware/ner/warm_start/ce.seed0/model.pt").exists()
-    assert "seed0.lr" in ner["variants"]["ce"]["config"]
+    assert "seed0.optim.lr" in ner["variants"]["ce"]["config"]
     saved = json.loads((root / "metrics/search_aware.json").read_text())
     assert saved["tasks"]["ner"]["variants"]["ce"]["test"] == ner["variants"]["ce"]["test"]
     readme = (root / "reports/goyal_2018/README.md").read_text()
@@ -54,12 +54,17 @@ def test_search_aware_stage_runs_both_grids_and_writes_the_report(tiny_root):
     (lambda sa: sa["variants"].pop("ce"), "'ce' is required"),
     (lambda sa: sa["variants"]["ss_greedy"].update(objective="nll"), "ss_greedy.objective: 'nll' is not a step objective"),
     (lambda sa: sa["variants"]["ss_greedy"].update(config={"feed": "argmax"}), r"ss_greedy.config.feed: expected one of \(.greedy., .sample.\)"),
-    (lambda sa: sa["variants"]["ss_greedy"].update(space={"optim.lr": {"type": "choice", "values": [1]}}),
-     "must be 'lr' or 'config.<key>'"),
-    (lambda sa: sa["variants"]["ss_greedy"].update(space={"config.decay": {"type": "choice", "values": [1]}}),
-     "ss_greedy.space.config.decay"),
-    (lambda sa: sa["variants"]["dl_annealed"].update(space={"config.alpha.anneal": {"type": "choice", "values": [0.5]}}),
+    (lambda sa: sa["variants"]["ss_greedy"].update(space={"train.optim.lr": {"type": "choice", "values": [1]}}),
+     "not a setting of the 'search_aware' section"),
+    (lambda sa: sa["variants"]["ss_greedy"].update(
+        space={"search_aware.variants.ss_greedy.config.decay": {"type": "choice", "values": [1]}}),
+     r"ss_greedy.space.search_aware.variants.ss_greedy.config.decay: .*unknown key"),
+    (lambda sa: sa["variants"]["dl_annealed"].update(
+        space={"search_aware.variants.dl_annealed.config.alpha.anneal": {"type": "choice", "values": [0.5]}}),
      "alpha.anneal must be >= 1"),
+    (lambda sa: sa["variants"]["ce"].update(space={"search_aware.optim": {"type": "choice", "values": [1]}}),
+     "is a section, not a setting"),
+    (lambda sa: sa.update(decodings=["greedy", "viterbi"]), "must name step decoders"),
     (lambda sa: sa["variants"]["ss_greedy"].update(tasks=["pos"]), "not in search_aware.tasks"),
     (lambda sa: sa.update(trials=0), "trials must be >= 1"),
     (lambda sa: sa.update(beam_size={"ner": 0}), "beam_size"),
@@ -69,7 +74,7 @@ def test_bad_configuration_is_rejected_before_work(tiny_root, edit, match):
     params = _tiny(params)
     edit(params["search_aware"])
     with pytest.raises((ConfigError, ValueError), match=match):
-        search_aware.load_config(params)
+        search_aware.check_config(params)
 
 
 def test_unprepared_task_is_a_clear_error(tiny_root):

@@ -13,10 +13,11 @@ from components.config import BaseConfig, ConfigError, load_params, load_section
 from components.tracking.base import NullTracker
 from components.tracking.mlflow_tracker import MlflowTracker
 from flows import study as study_cli
+from flows.search_space import first_suggestion
 from flows.stages import prepare
 from flows.stages.common import run_stage
-from flows.sweeps import STUDY_STORAGE_ENV, first_suggestion
-from flows.task_sweeps import TaskSweepConfig
+from flows.study_storage import STUDY_STORAGE_ENV
+from flows.task_sweeps import TaskSweepConfig, searcher_seed
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def test_the_study_gets_n_trials_in_the_storage_and_mlflow_runs(prepared, capsys
     trials = sorted(study.trials, key=lambda t: t.number)
     assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 2
     written = load_params(path)          # as the CLI read it (the space's key order steers the sampler)
-    seed = load_section(BaseConfig, "base", written).seed
+    seed = searcher_seed(load_section(BaseConfig, "base", written).seed, "train", "pos")   # the pipeline's
     assert trials[0].params == first_suggestion(load_section(TaskSweepConfig, "train", written).sweep, written, seed)
 
     tracker = MlflowTracker("approxinfer", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])

@@ -11,8 +11,9 @@ import pytest
 from components.config import BaseConfig, ResourcesConfig, load_params, load_section, resolve_scale
 from components.tracking import NullTracker
 from flows import task_sweeps
+from flows.search_space import first_suggestion
 from flows.stages.common import StageContext
-from flows.sweeps import SweepConfig, SweepResult, first_suggestion, run_sweep
+from flows.sweeps import SweepConfig, SweepResult, run_sweep
 
 SECTIONS = {"train_energy": "flows.stages.train_energy:SPEC", "infnets": "flows.stages.infnets:SPEC"}
 
@@ -23,13 +24,14 @@ def test_first_suggestions_equal_the_committed_sweeps(section):
     spec = task_sweeps._spec(SECTIONS[section])
     cfg = load_section(spec.config, section, params)
     assert cfg.sweep.num_samples == 1 and cfg.sweep.space      # the grid path, with something drawn
-    seed = load_section(BaseConfig, "base", params).seed
+    base_seed = load_section(BaseConfig, "base", params).seed
     for task in cfg.tasks:
         committed = json.loads(Path(f"metrics/{section}/{task}.json").read_text())
         keys = [task_sweeps._names(task, v)[1] for v in spec.variants(cfg, task)]
         assert set(committed) - {"stage_seconds"} == set(keys)
         for key in keys:
-            drawn = first_suggestion(cfg.sweep, params, seed)    # a fresh searcher per (task, variant)
+            # a fresh searcher per (task, variant), seeded per task (the variants' suggestions are paired)
+            drawn = first_suggestion(cfg.sweep, params, task_sweeps.searcher_seed(base_seed, section, task))
             recorded = {k[len("config."):]: v for k, v in committed[key].items() if k.startswith("config.")}
             assert drawn == recorded, key                         # exact, floats included
 
@@ -83,10 +85,11 @@ def test_grid_records_each_task_variant_under_its_own_parent(tmp_path, monkeypat
     keys = ["a-blstm_crf", "a-blstm_crf_plus", "b-blstm_crf", "b-blstm_crf_plus"]
     assert list(m) == keys
     cfg = load_section(task_sweeps._spec(SECTIONS["train_energy"]).config, "train_energy", params)
-    lr = first_suggestion(cfg.sweep, params, load_section(BaseConfig, "base", params).seed)
+    base_seed = load_section(BaseConfig, "base", params).seed
     runs = {r["name"]: r for r in tracker.runs}
     for i, key in enumerate(keys):
         task, variant = key.split("-", 1)
+        lr = first_suggestion(cfg.sweep, params, task_sweeps.searcher_seed(base_seed, "train_energy", task))
         el, tags = calls[i]
         assert el == {"task": task, "variant": variant, "config": lr}
         assert m[key] == {"best_dev_score": 50.0 + i, "test_score": 60.0 + i, "epochs_run": 1.0,

@@ -61,7 +61,7 @@ def test_constant_traces_are_flagged_not_fatal():
 def test_mh_run_recorded_by_the_callback():
     energy, batch = toy("norm", seed=0, scale=0.5)
     trace = EnergyTrace()
-    sampler = SAMPLERS.build("mh_mlm", {"shared_start": False, "seed": 3})
+    sampler = SAMPLERS.build("mh_mlm", {"shared_start": False}, seed=3)
     run_chains(sampler, energy, batch, n_chains=4, n_steps=300, callback=trace)
     t = trace.tensor()
     assert t.shape == (4, 2, 300)

@@ -205,7 +205,7 @@ def test_inference_protocol_with_and_without_warm_start():
     unary, trans, mask = _chain(7, 3, 6, 5)
     p = ChainPotentials(unary, trans, mask)
     vit, score = lc.viterbi(unary, trans, mask)
-    method = GradientDescent(GDInferenceConfig(lr=10.0, iterations=30, init_std=1.0, seed=0))
+    method = GradientDescent(GDInferenceConfig(lr=10.0, iterations=30, init_std=1.0), seed=0)
     out = method(FixedPotentials(p), None)
     assert out.labels.shape == (3, 6) and out.relaxed.shape == (3, 6, 5) and out.energy.shape == (3,)
     assert torch.equal(out.energy, -lc.score(unary, trans, mask, out.labels))

@@ -336,10 +336,10 @@ def test_sampler_conformance(name, kind):
                 assert bool(((v >= 0) & (v <= 1)).all()), k
         assert torch.equal(stats["changed"] > 0, (state_next.y != before).any(2))
         state = state_next
-    # reproducible from the config's seed
+    # reproducible from the kernel's seed (a build input, never a config field)
     again, _ = run_chains(SAMPLERS.build(name), energy, batch, n_chains=C, n_steps=3)
     assert torch.equal(again.y, state.y)
-    other, _ = run_chains(SAMPLERS.build(name, {"seed": 1}), energy, batch, n_chains=C, n_steps=3)
+    other, _ = run_chains(SAMPLERS.build(name, seed=1), energy, batch, n_chains=C, n_steps=3)
     assert not torch.equal(other.y, state.y)
 
 

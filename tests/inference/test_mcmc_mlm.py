@@ -281,12 +281,12 @@ def test_annealed_real_sweep_uses_its_temperature():
 def test_chains_reach_their_stationary_law(name):
     """From one shared start, 3000 chains after 20 sweeps follow the exact law e_start P^20, which
     (a milder table, so the chains mix) is pi for MH and Gibbs' own, visibly different, law."""
-    cfg = SAMPLERS.config(name, {"seed": 5})
+    cfg = SAMPLERS.config(name)
     energy, batch = toy("norm", seed=0, scale=0.5)
     accept = "mh" if name == "mh_mlm" else "always"
     exacts = [Exact(energy, batch, b, cfg, 1.0, accept) for b in range(2)]
     C, S = 3000, 20
-    sampler = SAMPLERS.build(name, cfg)
+    sampler = SAMPLERS.build(name, cfg, seed=5)
     state0 = sampler.init(energy, batch, C)
     assert bool((state0.y == state0.y[0]).all())                        # shared start (the thesis)
     state, _ = run_chains(sampler, energy, batch, n_chains=C, n_steps=S)

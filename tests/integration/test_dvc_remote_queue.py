@@ -210,7 +210,7 @@ def _queue_state(b: Path) -> dict[str, str]:
 def test_queue_runs_two_variants_into_the_main_mlflow_store(clone_b):
     b = clone_b
     for name, value in VARIANTS.items():
-        dvc("exp", "run", "--queue", "-n", name, "-S", f"prepare.min_word_count={value}", "prepare", cwd=b,
+        dvc("exp", "run", "--queue", "-n", name, "-S", f"++prepare.min_word_count={value}", "prepare", cwd=b,
             label=f"dvc exp run --queue {name}")
     t0 = time.perf_counter()
     with open(b.parent / "queue-start.log", "w") as log:     # not a pipe: the detached workers keep it open

@@ -55,7 +55,8 @@ class Sweep:
 def sweep(postgres: Postgres, mlflow_server: MlflowServer, tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     from components.config import ResourcesConfig
     from components.tracking.mlflow_tracker import MlflowTracker
-    from flows.sweeps import SweepConfig, run_sweep, shutdown_ray
+    from flows.ray_runtime import shutdown_ray
+    from flows.sweeps import SweepConfig, run_sweep
 
     work = tmp_path_factory.mktemp("pg-sweep")
 
@@ -151,7 +152,7 @@ def test_the_sweep_is_logged_through_the_server_into_postgres(sweep: Sweep, tmp_
 def test_the_sweeps_optuna_study_is_in_postgres(sweep: Sweep):
     import optuna
     from mlflow.tracking import MlflowClient
-    from flows.sweeps import MLFLOW_RUN_ATTR, STUDY_TAG
+    from flows.study_storage import MLFLOW_RUN_ATTR, STUDY_TAG
 
     name = sweep.result.study
     assert name and name.startswith(f"{SWEEP}-")

@@ -37,7 +37,8 @@ from ray import tune
 from components.config import ResourcesConfig
 from components.tracking import make_tracker
 from flows.parallel import sharded_map
-from flows.sweeps import SweepConfig, init_ray, run_sweep, shutdown_ray
+from flows.ray_runtime import init_ray, shutdown_ray
+from flows.sweeps import SweepConfig, run_sweep
 
 out, work = Path(sys.argv[1]), Path(sys.argv[2])
 ONE_CPU = ResourcesConfig(cpu=1, gpu=0)

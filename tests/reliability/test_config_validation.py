@@ -153,7 +153,7 @@ def test_a_training_cap_is_one_number_or_one_per_task():
     (INFERENCE, "gd_adam", {"betas": [0.9, 1.0]}, "approx.methods.gd_adam", "approx.methods.gd_adam.betas[1]"),
     (INFERENCE, "tailored_infnet", {"momentum": -0.1}, "approx.tuned.tailored_infnet",
      "approx.tuned.tailored_infnet.momentum"),
-    (SAMPLERS, "mh_uniform", {"seed": -1}, "mcmc.sampler", "mcmc.sampler.seed"),
+    (SAMPLERS, "mh_uniform", {"n_labels": -1}, "mcmc.sampler", "mcmc.sampler.n_labels"),
     (SAMPLERS, "gibbs_chain", {"temperature": 0.0}, "mcmc.sampler", "mcmc.sampler.temperature"),
     (SCALINGS, "offline_reg", {"reg_lambda": -1.0}, "scaling.ocr.methods.offline_reg",
      "scaling.ocr.methods.offline_reg.reg_lambda"),

@@ -317,3 +317,23 @@ def test_schedule_and_config_checks():
         ScheduledSamplingConfig(feed="beam")
     with pytest.raises(ValueError, match=r"updates_per_epoch must be >= 1"):
         ScheduledSampling(ScheduledSamplingConfig(), 0, soft=False)
+
+
+@pytest.mark.parametrize("name, cfg, alpha3, described", [
+    ("seq_ce", None, None, {"alpha": "none", "decay_k": None, "feed": "gold"}),
+    ("self_normalised_ce", {"lam": 0.5}, None, {"alpha": "none", "decay_k": None, "feed": "gold"}),
+    ("scheduled_sampling", {"feed": "sample", "decay_k": 0}, None, {"alpha": "none", "decay_k": 0.0, "feed": "sample"}),
+    ("soft_scheduled_sampling", {"feed": "greedy", "alpha": {"init": 1.0, "anneal": 2.0}}, 4.0,
+     {"alpha": "annealed", "decay_k": 10.0, "feed": "greedy"}),
+    ("beam_dl", {"alpha": {"init": 3.0}}, 3.0, {"alpha": "fixed", "decay_k": None, "feed": "gold"}),
+    ("beam_hinge", {"alpha": {"init": 1.0, "anneal": 4.0, "max": 10.0}}, 10.0,
+     {"alpha": "annealed", "decay_k": None, "feed": "gold"}),
+])
+def test_objectives_say_their_alpha_and_report_columns(name, cfg, alpha3, described):
+    obj = OBJECTIVES.build(name, cfg, updates_per_epoch=2, seed=0, o_id=0)
+    assert obj.alpha_at(3) == alpha3 and obj.describe() == described
+
+
+def test_the_task_beam_size_sets_a_relaxed_beam_objectives_k():
+    assert OBJECTIVES.build("beam_dl", {"k": 3}, k=5).cfg.k == 5
+    assert OBJECTIVES.build("beam_hinge", {"k": 3}).cfg.k == 3

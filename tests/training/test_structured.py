@@ -12,6 +12,7 @@ from torch import nn
 from components.data.ocr import OcrBatch, OcrWords, cv_split, subsample
 from components.energies.unary_pairwise import UnaryPairwiseCRF
 from components.models.lenet import LeNetConfig, LeNetUnary
+from components.seeds import seed_for
 from components.training.loop import TrainConfig, fit
 from components.training.scaling import ScaledModel
 from components.training.structured import ChainTask, ProcedureConfig, evaluate, mean_ratio, train_procedure
@@ -144,6 +145,9 @@ def _params(model):
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
+EPOCH_OF_SEED = {seed_for(0, "epoch", n): n for n in range(1, 1000)}     # train_procedure(seed=0)'s epoch seeds
+
+
 def _run(procedure, method="none", objective="marginal_ce", cfg=PCFG):
     crf = UnaryPairwiseCRF(_FeatUnary(), L, init_std=0.1, seed=0)
     model = ScaledModel(crf, method, GRID if method == "online" else None)
@@ -151,8 +155,8 @@ def _run(procedure, method="none", objective="marginal_ce", cfg=PCFG):
     starts, ends = {}, {}
 
     def train_batches(epoch_seed, bs):
-        # seed 0: the epoch seed is the cumulative epoch number; snapshot before the first step
-        starts[epoch_seed] = _params(model)
+        # the epoch seed names the cumulative epoch n (seed_for(0, "epoch", n)); snapshot before the first step
+        starts[EPOCH_OF_SEED[epoch_seed]] = _params(model)
         order = torch.randperm(len(TRAIN), generator=torch.Generator().manual_seed(epoch_seed)).tolist()
         for s in range(0, len(order), bs):
             yield _collate([TRAIN[i] for i in order[s:s + bs]])

@@ -27,8 +27,10 @@ Metropolis acceptance (:func:`mh_log_accept`) for a symmetric proposal:
 
 Initial state (``init``): ``"uniform"`` (every valid label i.i.d. uniform, so the initial law is
 uniform over labelings), ``"zeros"``, or an explicit ``y0`` [B, N] / [C, B, N] passed to ``init``
-(:func:`_initial_labels`). Randomness comes from one ``torch.Generator`` seeded from the config
-(``seed``), on the labels' device, so a run is reproducible. :func:`repeat_batch` tiles every
+(:func:`_initial_labels`). Randomness comes from one ``torch.Generator`` seeded with the kernel's
+``seed`` (a constructor argument, ``SAMPLERS.build(name, cfg, seed=...)``, never a config field: a
+flow derives it from ``base.seed`` with :func:`components.seeds.seed_for`), on the labels' device,
+so a run is reproducible. :func:`repeat_batch` tiles every
 per-instance tensor of a batch along dim 0 (row ``c*B + b`` is instance ``b``), so a general energy
 scores ``C x B`` sequences in one call.
 
@@ -48,7 +50,7 @@ from torch import Tensor
 
 from components.config import check_range
 
-__all__ = ["ChainState", "Sampler", "mh_log_accept", "repeat_batch", "run_chains"]
+__all__ = ["ChainState", "Sampler", "check_seed", "mh_log_accept", "repeat_batch", "run_chains"]
 
 
 @dataclass
@@ -131,13 +133,18 @@ def repeat_batch(batch: Any, times: int, batch_size: int) -> Any:
 _INITS = ("uniform", "zeros")
 
 
+def check_seed(seed: Any, who: str) -> int:
+    """A kernel's ``seed``: an int >= 0 (else a ``ValueError`` naming ``who``)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"{who}: seed must be an int >= 0, got {seed!r}")
+    return seed
+
+
 def _check_common(cfg: Any) -> None:
     name = type(cfg).__name__
     if cfg.init not in _INITS:
         raise ValueError(f"{name}.init must be one of {_INITS}, got {cfg.init!r}")
-    if not isinstance(cfg.seed, int):
-        raise ValueError(f"{name}.seed must be an int, got {cfg.seed!r}")
-    check_range(cfg, positive=("temperature",), nonnegative=("seed",))
+    check_range(cfg, positive=("temperature",))
 
 
 def _resolve_mask(energy: Any, batch: Any, p: Any, mask: Tensor | None, who: str) -> Tensor:

@@ -52,7 +52,7 @@ from torch import Tensor
 from components.config import check_range
 from components.energies.base import Energy, conforms, require
 from components.energies.chain import ChainEnergy, ChainPotentials
-from components.inference.mcmc.base import (ChainState, _check_common, _gumbel_argmax, _initial_labels,
+from components.inference.mcmc.base import (ChainState, _check_common, check_seed, _gumbel_argmax, _initial_labels,
                                             _resolve_labels, _resolve_mask, _uniform_position, mh_log_accept,
                                             repeat_batch)
 
@@ -120,8 +120,9 @@ class _Base:
     needs: type = Energy
     name = ""
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any, *, seed: int = 0):
         self.cfg = cfg
+        self.seed = check_seed(seed, f"sampler {self.name!r}")
 
     @torch.no_grad()
     def init(self, energy: Any, batch: Any, n_chains: int, *, mask: Tensor | None = None,
@@ -139,7 +140,7 @@ class _Base:
         mask = _resolve_mask(energy, batch, p, mask, who)
         L = _resolve_labels(energy, p, n_labels, getattr(self.cfg, "n_labels", 0), who)
         g = torch.Generator(device=mask.device)
-        g.manual_seed(self.cfg.seed)
+        g.manual_seed(self.seed)
         y = _initial_labels(self.cfg.init, y0, n_chains, mask, L, g, who)
         tiled = None if p is not None else repeat_batch(batch, n_chains, mask.shape[0])
         state = ChainState(y=y, energy=y.new_zeros(()), batch=batch, energy_fn=energy, mask=mask, n_labels=L,
@@ -171,7 +172,6 @@ def _evaluate(state: ChainState, y: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class GibbsChainConfig:
-    seed: int = 0
     init: Literal["uniform", "zeros"] = "uniform"
     temperature: float = 1.0                    # target ∝ exp(-E / T)
     scan: Literal["systematic", "random"] = "systematic"
@@ -188,8 +188,8 @@ class GibbsChain(_Base):
     needs = ChainEnergy
     name = "gibbs_chain"
 
-    def __init__(self, cfg: GibbsChainConfig = GibbsChainConfig()):
-        super().__init__(cfg)
+    def __init__(self, cfg: GibbsChainConfig = GibbsChainConfig(), *, seed: int = 0):
+        super().__init__(cfg, seed=seed)
 
     @torch.no_grad()
     def step(self, state: ChainState) -> tuple[ChainState, dict[str, Tensor]]:
@@ -219,7 +219,6 @@ class GibbsChain(_Base):
 
 @dataclass(frozen=True)
 class MHUniformConfig:
-    seed: int = 0
     init: Literal["uniform", "zeros"] = "uniform"
     temperature: float = 1.0                    # target ∝ exp(-E / T)
     n_labels: int = 0                           # 0: from the potentials or energy.n_labels
@@ -236,8 +235,8 @@ class MHUniform(_Base):
     needs = Energy
     name = "mh_uniform"
 
-    def __init__(self, cfg: MHUniformConfig = MHUniformConfig()):
-        super().__init__(cfg)
+    def __init__(self, cfg: MHUniformConfig = MHUniformConfig(), *, seed: int = 0):
+        super().__init__(cfg, seed=seed)
 
     def _use_potentials(self) -> bool:
         return self.cfg.use_potentials
@@ -266,11 +265,11 @@ class MHUniform(_Base):
 
 
 
-def make_gibbs_chain(cfg: GibbsChainConfig) -> GibbsChain:
-    """``SAMPLERS`` builder of ``gibbs_chain``."""
-    return GibbsChain(cfg)
+def make_gibbs_chain(cfg: GibbsChainConfig, *, seed: int = 0) -> GibbsChain:
+    """``SAMPLERS`` builder of ``gibbs_chain`` (``seed``: its generator)."""
+    return GibbsChain(cfg, seed=seed)
 
 
-def make_mh_uniform(cfg: MHUniformConfig) -> MHUniform:
-    """``SAMPLERS`` builder of ``mh_uniform``."""
-    return MHUniform(cfg)
+def make_mh_uniform(cfg: MHUniformConfig, *, seed: int = 0) -> MHUniform:
+    """``SAMPLERS`` builder of ``mh_uniform`` (``seed``: its generator)."""
+    return MHUniform(cfg, seed=seed)

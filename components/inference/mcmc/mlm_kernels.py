@@ -54,7 +54,7 @@ from torch import Tensor
 from components.config import check_range, field_error
 from components.energies.base import require
 from components.energies.mlm import MLMScorer
-from components.inference.mcmc.base import ChainState, _resolve_mask, start_ids
+from components.inference.mcmc.base import ChainState, _resolve_mask, check_seed, start_ids
 
 __all__ = ["MLMChainState", "GibbsMLMConfig", "MHMLMConfig", "GibbsMLM", "MHMLM", "proposal_log_probs",
            "block_log_q", "mh_mlm_log_accept", "block_size_at", "temperature_at", "make_mh_mlm", "make_gibbs_mlm"]
@@ -122,7 +122,6 @@ def temperature_at(cfg: Any, sweep: int) -> float:
 
 @dataclass(frozen=True)
 class GibbsMLMConfig:
-    seed: int = 0
     init: Literal["uniform", "warm"] = "uniform"   # random allowed ids | greedy MLM decode of all-[MASK]
     shared_start: bool = True               # every chain of an instance starts from the same sequence
     proposal_temperature: float = 1.0       # q = softmax(logits / proposal_temperature)
@@ -136,9 +135,7 @@ class GibbsMLMConfig:
         name = type(self).__name__
         if self.init not in _MLM_INITS:
             raise field_error(self, "init", f"must be one of {_MLM_INITS}, got {self.init!r}")
-        if not isinstance(self.seed, int):
-            raise field_error(self, "seed", f"must be an int, got {self.seed!r}")
-        check_range(self, positive=("proposal_temperature", "block_size"), nonnegative=("seed", "block_anneal_sweeps"),
+        check_range(self, positive=("proposal_temperature", "block_size"), nonnegative=("block_anneal_sweeps",),
                     within={"top_p": "(0, 1]", "block_size_final": "[1, inf)"})
         if self.block_size_final is not None and self.block_size_final != self.block_size \
                 and self.block_anneal_sweeps == 0:
@@ -175,8 +172,9 @@ class _MLMKernel:
     name = ""
     accept = "mh"
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any, *, seed: int = 0):
         self.cfg = cfg
+        self.seed = check_seed(seed, f"sampler {self.name!r}")
 
     # -- init ------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -204,7 +202,7 @@ class _MLMKernel:
         if allowed.shape != (V,) or not bool(allowed.any()):
             raise ValueError(f"{who}: energy.allowed must be bool [{V}] with at least one allowed id")
         g = torch.Generator(device=mask.device)
-        g.manual_seed(cfg.seed)
+        g.manual_seed(self.seed)
         ctx = energy.context(batch)
         if y0 is not None:
             y = self._check_y0(y0, C, mask, V, allowed, who)
@@ -297,8 +295,8 @@ class MHMLM(_MLMKernel):
     name = "mh_mlm"
     accept = "mh"
 
-    def __init__(self, cfg: MHMLMConfig = MHMLMConfig()):
-        super().__init__(cfg)
+    def __init__(self, cfg: MHMLMConfig = MHMLMConfig(), *, seed: int = 0):
+        super().__init__(cfg, seed=seed)
 
 
 class GibbsMLM(_MLMKernel):
@@ -308,16 +306,16 @@ class GibbsMLM(_MLMKernel):
     name = "gibbs_mlm"
     accept = "always"
 
-    def __init__(self, cfg: GibbsMLMConfig = GibbsMLMConfig()):
-        super().__init__(cfg)
+    def __init__(self, cfg: GibbsMLMConfig = GibbsMLMConfig(), *, seed: int = 0):
+        super().__init__(cfg, seed=seed)
 
 
 
-def make_mh_mlm(cfg: MHMLMConfig) -> MHMLM:
-    """``SAMPLERS`` builder of ``mh_mlm``."""
-    return MHMLM(cfg)
+def make_mh_mlm(cfg: MHMLMConfig, *, seed: int = 0) -> MHMLM:
+    """``SAMPLERS`` builder of ``mh_mlm`` (``seed``: its generator)."""
+    return MHMLM(cfg, seed=seed)
 
 
-def make_gibbs_mlm(cfg: GibbsMLMConfig) -> GibbsMLM:
-    """``SAMPLERS`` builder of ``gibbs_mlm``."""
-    return GibbsMLM(cfg)
+def make_gibbs_mlm(cfg: GibbsMLMConfig, *, seed: int = 0) -> GibbsMLM:
+    """``SAMPLERS`` builder of ``gibbs_mlm`` (``seed``: its generator)."""
+    return GibbsMLM(cfg, seed=seed)

@@ -1,9 +1,10 @@
 """``SAMPLERS``: where a Markov kernel's name is defined, once (lazy: an entry's module is imported
 when it is built or its config read; see :mod:`components.registry`).
 
-``SAMPLERS.build(name, cfg)`` builds a kernel (the ``Sampler`` protocol of
+``SAMPLERS.build(name, cfg, seed=...)`` builds a kernel (the ``Sampler`` protocol of
 :mod:`components.inference.mcmc.base`) from its own frozen config (a mapping from params is read
-strictly). ``meta["needs"]`` names the energy protocol the kernel requires, as a string:
+strictly) and the seed of its generator (an int; never a config field: a flow derives it from
+``base.seed`` with :func:`components.seeds.seed_for`). ``meta["needs"]`` names the energy protocol the kernel requires, as a string:
 ``"Energy"`` (:mod:`components.energies.base`), ``"ChainEnergy"`` (:mod:`components.energies.chain`),
 ``"MLMScorer"`` (:mod:`components.energies.mlm`); the kernel's ``needs`` attribute is the class, and
 its ``init`` checks it.

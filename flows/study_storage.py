@@ -1,0 +1,148 @@
+"""Persistent Optuna storage of the sweeps' studies.
+
+Optuna studies are persistent. An Optuna-driven sweep (a params space, not a ``grid``:
+:func:`flows.sweeps.run_sweep`) keeps its study in an RDB storage: the SQLite file ``optuna.db``
+beside the MLflow store (``store_root`` of the project root: the main repository also for DVC's
+temporary experiment workspaces), or the storage URL in ``APPROXINFER_OPTUNA_STORAGE`` (e.g.
+``postgresql://...`` on a cluster). The study is ``<sweep name>-<settings>`` (e.g.
+``train-pos-3fa1b2c4``): the sweep's name (stage, task, variant) and the first 8 hex digits of the
+fingerprint of its settings (sweep config, params, seed), so sweeps of other settings — e.g.
+queued DVC experiments running at once — never share a study. Each Optuna trial records its Ray
+trial id (user attribute ``ray_trial_id``, set by :func:`study_searcher`) and its MLflow run id
+(``mlflow_run_id``); the trial's MLflow run is tagged ``optuna_study`` and
+``optuna_trial_number``, and the sweep's parent run ``optuna_study``. Only the driver writes the
+storage; a SQLite file is created (schema included) under an exclusive lock ``optuna.db.lock``, so
+stages starting together in several processes do not race, and waits up to a minute for a writer.
+``make dashboard`` serves the storage with optuna-dashboard; ``python -m flows.study`` drives a
+study of a task sweep stage without Ray.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from components.config import ConfigError
+from components.tracking.base import store_root
+from flows.search_space import space_values
+
+log = logging.getLogger(__name__)
+
+STUDY_STORAGE_ENV = "APPROXINFER_OPTUNA_STORAGE"
+STUDY_DB = "optuna.db"
+RAY_TRIAL_ATTR = "ray_trial_id"            # Optuna trial user attribute: the Ray trial it ran as
+MLFLOW_RUN_ATTR = "mlflow_run_id"          # Optuna trial user attribute: the trial's MLflow run
+STUDY_TAG = "optuna_study"                 # MLflow tag: the study of a trial run / a sweep's parent run
+TRIAL_NUMBER_TAG = "optuna_trial_number"   # MLflow tag: the trial's number in its study
+
+
+def study_storage_url(root: str | Path = ".") -> str:
+    """``APPROXINFER_OPTUNA_STORAGE`` if set, else ``sqlite:///<store_root(root)>/optuna.db``
+    (beside the embedded MLflow store)."""
+    env = os.environ.get(STUDY_STORAGE_ENV, "").strip()
+    return env or f"sqlite:///{store_root(root) / STUDY_DB}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        import sqlalchemy
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1] if "@" in url else url
+
+
+@contextlib.contextmanager
+def _sqlite_lock(url: str) -> Iterator[None]:
+    """An exclusive lock ``<db>.lock`` beside a ``sqlite:///`` file for the block; nothing for a server."""
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(url[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def open_study_storage(url: str) -> Any:
+    """An ``optuna.storages.RDBStorage`` at ``url`` (schema created if new, under the SQLite lock)."""
+    import optuna
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}   # wait for a writer
+    source = STUDY_STORAGE_ENV if os.environ.get(STUDY_STORAGE_ENV, "").strip() else "the default"
+    try:
+        with _sqlite_lock(url):
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    except Exception as e:
+        raise ConfigError(f"Optuna storage {shown_url(url)!r} ({source}; set {STUDY_STORAGE_ENV} to another "
+                          f"database URL): cannot open it: {type(e).__name__}: {e}") from e
+
+
+def study_name(name: str, settings: str) -> str:
+    """A pipeline sweep's study: ``<sweep name>-<first 8 hex digits of its settings' fingerprint>``."""
+    return f"{name}-{settings[:8]}"
+
+
+def restart_study(storage: Any, name: str) -> None:
+    """Delete the study ``name`` if ``storage`` holds one (a fresh sweep starts it anew)."""
+    try:
+        storage.delete_study(storage.get_study_id_from_name(name))
+    except KeyError:                 # no such study
+        return
+    log.info("study %s: deleted the earlier run's study of that name (its trials stay in MLflow)", name)
+
+
+def optuna_distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A params-declared space -> Optuna distributions, as ``OptunaSearch`` converts
+    ``build_space``'s (a ``randint``'s ``high`` is exclusive), for a driver without Ray."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    out: dict[str, Any] = {}
+    for key, spec in space.items():
+        values = space_values(spec, f"sweep space {key!r}")
+        kind = spec["type"]
+        if kind == "choice":
+            out[key] = CategoricalDistribution(values)
+        elif kind == "randint":
+            out[key] = IntDistribution(values[0], values[1])
+        else:
+            out[key] = FloatDistribution(values[0], values[1], log=kind == "loguniform")
+    return out
+
+
+def trial_number(storage: Any, study: str, ray_trial_id: str) -> int | None:
+    """The number, in ``study``, of the Optuna trial suggested for Ray trial ``ray_trial_id``."""
+    study_id = storage.get_study_id_from_name(study)
+    for t in storage.get_all_trials(study_id, deepcopy=False):
+        if t.user_attrs.get(RAY_TRIAL_ATTR) == ray_trial_id:
+            return t.number
+    return None
+
+
+def set_trial_attr(storage: Any, study: str, number: int, key: str, value: Any) -> None:
+    """Set user attribute ``key`` of trial ``number`` of ``study``."""
+    study_id = storage.get_study_id_from_name(study)
+    storage.set_trial_user_attr(storage.get_trial_id_from_study_id_trial_number(study_id, number), key, value)
+
+
+def study_searcher(*, metric: str, mode: str, seed: int, study: str, storage: Any) -> Any:
+    """A seeded ``OptunaSearch`` over the RDB ``storage``'s study ``study`` that records each Ray
+    trial id on its Optuna trial (user attribute ``ray_trial_id``), so the trial's MLflow run can be
+    tagged with its trial number — also after a resume, when the mapping lives only in the storage.
+    (Ray pickles the searcher with cloudpickle, which carries this class by value.)"""
+    from ray.tune.search.optuna import OptunaSearch
+
+    class StudySearch(OptunaSearch):
+        def suggest(self, trial_id: str) -> dict | None:
+            config = super().suggest(trial_id)
+            ot_trial = self._ot_trials.get(trial_id)     # OptunaSearch's Ray trial id -> Optuna trial
+            if config is not None and ot_trial is not None:
+                ot_trial.set_user_attr(RAY_TRIAL_ATTR, trial_id)
+            return config
+
+    return StudySearch(metric=metric, mode=mode, seed=seed, study_name=study, storage=storage)
