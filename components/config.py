@@ -173,8 +173,21 @@ def _onto_default(f: dataclasses.Field, value: Any) -> Any:
         return value
     if not dataclasses.is_dataclass(default) or isinstance(default, type):
         return value
-    base = {g.name: getattr(default, g.name) for g in dataclasses.fields(default) if g.init and g.name not in value}
-    return {**base, **value}
+    return _merged(default, value)
+
+
+def _merged(default: Any, value: dict[str, Any]) -> dict[str, Any]:
+    """``value``'s keys over the config instance ``default``'s, recursively: a nested mapping reads
+    onto the instance's nested config (``procedure: {unary: {epochs: 30}}`` keeps the task's own
+    unary phase otherwise)."""
+    out = {g.name: getattr(default, g.name) for g in dataclasses.fields(default) if g.init}
+    for k, v in value.items():
+        cur = out.get(k)
+        if isinstance(v, dict) and dataclasses.is_dataclass(cur) and not isinstance(cur, type):
+            out[k] = _merged(cur, v)
+        else:
+            out[k] = v
+    return out
 
 
 def from_dict(cls: type[T], data: dict[str, Any] | None, *, where: str = "") -> T:

@@ -6,7 +6,8 @@ below whose deletion leaves what the stage loads unchanged restates a default, a
 restates the default-scale value, or when it rewrites a nested config as a whole mapping (write
 ``optim.epochs: 50``, not the whole ``optim``: only what differs).
 
-Sections owned elsewhere (``search_aware``, ``normalisation``, ``scaling``) are not checked here.
+A scale may write a nested config as a mapping of only the keys that differ (it reads onto the
+default, ``components.config._onto_default``); each of its keys is judged like a dotted leaf.
 """
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ from flows.stages.fetch import FetchConfig
 from flows.stages.infnets import InfNetStageConfig
 from flows.stages.mcmc import MCMCStageConfig
 from flows.stages.mlm_exact import MLMExactConfig
+from flows.stages.normalisation import NormalisationConfig
 from flows.stages.report import ReportConfig
+from flows.stages.scaling import ScalingStageConfig
+from flows.stages.search_aware import SearchAwareConfig
 from flows.stages.train_energy import EnergyStageConfig
 from flows.task_sweeps import TaskSweepConfig
 
@@ -42,7 +46,8 @@ SECTIONS: dict[str, type] = {
     "base": BaseConfig, "fetch": FetchConfig, "prepare": PrepareConfig, "train": TaskSweepConfig,
     "train_energy": EnergyStageConfig, "infnets": InfNetStageConfig, "approx": ApproxStudyConfig,
     "report": ReportConfig, "bench": BenchConfig, "mlm_exact": MLMExactConfig, "cmlm": CMLMStageConfig,
-    "mcmc": MCMCStageConfig,
+    "mcmc": MCMCStageConfig, "scaling": ScalingStageConfig, "search_aware": SearchAwareConfig,
+    "normalisation": NormalisationConfig,
 }
 
 # Other stages read part of a section with a plain class, over that class's own defaults (not the
@@ -78,6 +83,9 @@ KEPT = {
     "mlm_exact.phonemes.objectives", "mlm_exact.projection.sources", "mlm_exact.projection.train_sizes",
     "mlm_exact.projection.objectives",
     "mcmc.schemes", "mcmc.groups",
+    "scaling.report_dir", "search_aware.models_dir", "search_aware.plots_dir", "search_aware.report_dir",
+    "normalisation.models_dir", "normalisation.plots_dir", "normalisation.report_dir",
+    "search_aware.tasks", "search_aware.variants", "scaling.tune.space",
 }
 
 
@@ -170,13 +178,14 @@ def scale_restated(scale: str, params: dict[str, Any] = PARAMS) -> list[str]:
     default = set_dotted(params, "base.scale", "default")
     read = {s: _views(s) for s in SECTIONS}
     bad = []
-    for key, value in scale_overrides(params["scales"][scale], f"scales.{scale}"):
+    todo = list(scale_overrides(params["scales"][scale], f"scales.{scale}"))
+    while todo:
+        key, value = todo.pop(0)
         section = key.split(".")[0]
         if section not in SECTIONS:
             continue
         if isinstance(value, dict) and dataclasses.is_dataclass(_config_at(default, section, key)):
-            bad.append(f"{key} (a whole {type(_config_at(default, section, key)).__name__}: write its dotted "
-                       f"keys that differ)")
+            todo += [(f"{key}.{k}", v) for k, v in value.items()]     # a partial mapping: each key on its own
         elif read[section](set_dotted(default, key, value)) == read[section](default):
             bad.append(f"{key} (the default scale's value)")
     return bad
@@ -226,10 +235,12 @@ def test_the_check_catches_a_restated_default():
     assert restated("cmlm", set_dotted(PARAMS, "cmlm.data.len_b", 5)) == ["cmlm.data.len_b"]
     assert not restated("cmlm")
     assert "approx.gd.momentum" in restated("approx", set_dotted(PARAMS, "approx.gd.momentum", 0.9))
-    # a scale's override: the default scale's value, or a whole nested config, is caught
+    # a scale's override of the default scale's value is caught, as a dotted leaf or inside a mapping
     study = PARAMS["scales"]["study"]
     for block, caught in [({"optim.epochs": 25}, "train.optim.epochs (the default scale's value)"),
-                          ({"optim": {"epochs": 40}}, "train.optim (a whole TrainConfig")]:
+                          ({"optim": {"epochs": 40, "patience": 4}}, "train.optim.patience (the default scale's value)")]:
         params = set_dotted(PARAMS, "scales.study.train", {**study["train"], **block})
         assert any(b.startswith(caught) for b in scale_restated("study", params)), caught
+    ok = set_dotted(PARAMS, "scales.study.train", {**study["train"], "optim": {"epochs": 40}})
+    assert not scale_restated("study", ok)            # a mapping of only what differs
     assert not scale_restated("study")
