@@ -103,7 +103,7 @@ def cmlm_trial(config: dict[str, Any], *, params: dict[str, Any], root: str, voc
     best = {"loss": float("inf")}
 
     def on_epoch(rec: dict[str, float]) -> None:
-        best["loss"] = min(best["loss"], rec["dev_loss"])
+        best["loss"] = min(best["loss"], rec[f"dev_{cfg.train.select_on}"])     # what train_cmlm keeps
         tune.report({k: float(v) for k, v in rec.items()} | {"best_dev_loss": best["loss"]})
 
     result = train_cmlm(model, task, cfg.train, seed=seed_for(base.seed, "cmlm", "train"), on_epoch=on_epoch,

@@ -172,7 +172,8 @@ def test_training_on_a_copy_task_beats_the_unigram_baseline():
     assert best["token_loss"] < 0.5 * best["unigram_loss"]
     assert best["token_loss_r50"] < 0.5 * best["unigram_loss_r50"]
     assert best["token_acc"] > 0.6
-    assert best["loss"] == min(r["dev_loss"] for r in res.history)
+    # the kept epoch is the one with the least dev masked-token loss (select_on's default)
+    assert best["token_loss"] == min(r["dev_token_loss"] for r in res.history)
     assert res.history[res.best_epoch - 1]["dev_loss"] == best["loss"]
     assert res.stats == {"train_pairs": 200, "dev_pairs": 60, "dev_skipped_too_long": 0, "dev_skipped_disallowed": 0,
                          "updates": 10 * 13}
@@ -192,6 +193,14 @@ def test_dev_masks_are_fixed_so_evaluation_is_repeatable():
     assert a == b and a["token_loss"] != c["token_loss"]
     assert set(a) == {"loss", "token_loss", "token_acc", "unigram_loss", "token_loss_r50", "token_acc_r50",
                       "unigram_loss_r50", "length_nll", "length_acc"}
+
+
+@pytest.mark.parametrize("select_on", ["token_loss", "loss"])
+def test_the_kept_epoch_minimises_the_selected_dev_metric(select_on):
+    res = train_cmlm(model(), copy_task(40, 20), CMLMTrainConfig(epochs=4, batch_size=8, lr=3e-3, warmup_steps=0,
+                                                                 patience=4, select_on=select_on))
+    values = [r[f"dev_{select_on}"] for r in res.history]
+    assert res.best_epoch == 1 + values.index(min(values)) and res.best[select_on] == min(values)
 
 
 def test_early_stopping_and_subsampling():
