@@ -1,10 +1,12 @@
 """Atomic file output: write to a temporary file in the target folder, then ``os.replace``.
 
-An interrupted stage never leaves a half-written artifact behind.
+An interrupted stage never leaves a half-written artifact behind. :func:`sqlite_lock` serialises
+the processes that create or migrate one SQLite store.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -36,3 +38,21 @@ def write_json(path: str | Path, data: Any) -> None:
 def write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+@contextlib.contextmanager
+def sqlite_lock(url: str) -> Iterator[None]:
+    """An exclusive lock ``<db>.lock`` beside a ``sqlite:///`` file for the block (parallel
+    processes creating or migrating one SQLite store: the MLflow store, the Optuna studies);
+    nothing for a server URL."""
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(url[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -18,14 +18,13 @@ study of a task sweep stage without Ray.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from components.config import ConfigError
+from components.io import sqlite_lock
 from components.tracking.base import store_root
 from flows.search_space import space_values
 
@@ -55,29 +54,13 @@ def shown_url(url: str) -> str:
         return url.split("@")[-1] if "@" in url else url
 
 
-@contextlib.contextmanager
-def _sqlite_lock(url: str) -> Iterator[None]:
-    """An exclusive lock ``<db>.lock`` beside a ``sqlite:///`` file for the block; nothing for a server."""
-    if not url.startswith("sqlite:///"):
-        yield
-        return
-    db = Path(url[len("sqlite:///"):])
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(db.with_name(db.name + ".lock"), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def open_study_storage(url: str) -> Any:
     """An ``optuna.storages.RDBStorage`` at ``url`` (schema created if new, under the SQLite lock)."""
     import optuna
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {}   # wait for a writer
     source = STUDY_STORAGE_ENV if os.environ.get(STUDY_STORAGE_ENV, "").strip() else "the default"
     try:
-        with _sqlite_lock(url):
+        with sqlite_lock(url):
             return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
     except Exception as e:
         raise ConfigError(f"Optuna storage {shown_url(url)!r} ({source}; set {STUDY_STORAGE_ENV} to another "

@@ -21,7 +21,6 @@ browser keep that view.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 from pathlib import Path
@@ -32,6 +31,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+from components.io import sqlite_lock  # noqa: E402
 from components.tracking.provenance import DataInput  # noqa: E402
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -53,28 +53,12 @@ def _flat_value(v: Any) -> str:
     return s if len(s) <= 6000 else s[:5997] + "..."
 
 
-@contextlib.contextmanager
-def _store_lock(tracking_uri: str):
-    """An exclusive lock beside a ``sqlite:///`` store file for the block; nothing for a server."""
-    if not tracking_uri.startswith("sqlite:///"):
-        yield
-        return
-    db = Path(tracking_uri[len("sqlite:///"):])
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(db.with_name(db.name + ".lock"), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 class MlflowTracker:
     def __init__(self, experiment_name: str, *, tracking_uri: str, artifact_root: str | None = None):
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment_name
         self.artifact_root = artifact_root
-        with _store_lock(tracking_uri):      # opening the store creates or migrates its schema
+        with sqlite_lock(tracking_uri):      # opening the store creates or migrates its schema
             self.client = MlflowClient(tracking_uri=tracking_uri)
             self.client.search_experiments(max_results=1)
         self._runs: list[str] = []
@@ -83,7 +67,7 @@ class MlflowTracker:
 
     def ensure_experiment(self) -> str:
         if self._experiment_id is None:
-            with _store_lock(self.tracking_uri):         # two processes creating the experiment at once
+            with sqlite_lock(self.tracking_uri):         # two processes creating the experiment at once
                 self._experiment_id = self._get_or_create_experiment()
         return self._experiment_id
 
@@ -169,7 +153,7 @@ class MlflowTracker:
         from mlflow.exceptions import MlflowException
         for attempt in range(3):
             try:
-                with _store_lock(self.tracking_uri):
+                with sqlite_lock(self.tracking_uri):
                     self.client.log_inputs(self._cur(), datasets=datasets)
                 return
             except MlflowException as e:
@@ -201,7 +185,7 @@ class MlflowTracker:
 
 def ui_links(tracking_uri: str, server: str) -> list[tuple[str, str]]:
     """``(experiment name, runs-table URL on server)`` for each active experiment of the store."""
-    with _store_lock(tracking_uri):
+    with sqlite_lock(tracking_uri):
         client = MlflowClient(tracking_uri=tracking_uri)
         experiments = client.search_experiments(max_results=1000)
     return [(e.name, runs_url(server, e.experiment_id)) for e in experiments]
