@@ -4,10 +4,10 @@ The recipe is everything needed to rebuild the module before its weights are loa
 whoever trained it, so loading never consults ``params.yaml`` (whose values may have changed
 since, or been overridden by the trial that won a sweep)::
 
-    {"kind": "energy" | "infnet" | "tagger" | "seq2seq",    # which builder
+    {"kind": "energy" | "infnet" | "tagger" | "seq2seq" | "translator",    # which builder
      "name": "blstm_crf_plus" | "cnn" | ...,     # registry name (energies) or architecture
      "config": {...},                            # the builder's frozen config, as a mapping
-     "sizes": {"n_words": .., "n_chars": .., "n_labels": ..},
+     "sizes": {"n_words": .., "n_chars": .., "n_labels": ..},   # a translator: n_src, n_tgt, eos, pad
      "prefix": "net."}                           # optional: the weights are a wrapper's, keep this part
 
 :func:`components.recipes.recipe` writes a recipe (no model code needed to describe one);
@@ -29,6 +29,7 @@ from components.energies.registry import ENERGIES
 from components.models.encoders import BLSTMConfig, BLSTMTagger
 from components.models.infnets import InfNetConfig, build_infnet
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
+from components.models.translator import AttentionTranslator, TranslatorConfig
 from components.recipes import KINDS
 
 
@@ -38,6 +39,12 @@ def build(rec: dict[str, Any], where: str = "recipe") -> nn.Module:
         kind, name, cfg, sizes = rec["kind"], rec["name"], rec["config"], rec["sizes"]
     except (KeyError, TypeError) as e:
         raise ConfigError(f"{where}: not a model recipe (missing {e})") from None
+    if kind == "translator":
+        try:
+            return AttentionTranslator(from_dict(TranslatorConfig, cfg, where=f"{where}.config"), int(sizes["n_src"]),
+                                       int(sizes["n_tgt"]), eos=int(sizes["eos"]), pad=int(sizes["pad"]))
+        except KeyError as e:
+            raise ConfigError(f"{where}.sizes: a translator recipe needs n_src, n_tgt, eos and pad (missing {e})") from None
     n = (sizes["n_words"], sizes["n_chars"], sizes["n_labels"])
     if kind == "energy":
         return ENERGIES.build(name, ENERGIES.config(name, cfg, where=f"{where}.config"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-KINDS = ("energy", "infnet", "tagger", "seq2seq")
+KINDS = ("energy", "infnet", "tagger", "seq2seq", "translator")
 
 
 def recipe(kind: str, name: str, config: Any, sizes: dict[str, int], prefix: str = "") -> dict[str, Any]:

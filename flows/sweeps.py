@@ -83,6 +83,17 @@ def _unfinished(grid: Any) -> list[Any]:
     return [t for t in grid._experiment_analysis.trials if t.status != "TERMINATED"]    # Ray keeps the Trial list here
 
 
+def _reason(trial: Any) -> str:
+    """``": <the last line of the trial's error>"`` (the exception a trial raised, e.g. a did-not-learn
+    guard's message), or ``""`` when it has none."""
+    path = getattr(trial, "error_file", None)
+    try:
+        lines = [ln.strip() for ln in Path(path).read_text().splitlines() if ln.strip()] if path else []
+    except OSError:
+        return ""
+    return f": {lines[-1]}" if lines else ""
+
+
 def _resumable(exp: Path, fingerprint: str, name: str) -> bool:
     """Whether ``exp`` holds an interrupted run of the same sweep that Tune can restore; a folder
     left by other settings (or one that cannot be restored) is removed."""
@@ -236,7 +247,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     unfinished = [t for t in _unfinished(grid) if not (allow_errors and t.status == "ERROR")]
     if unfinished:
         raise RuntimeError(f"sweep {name}: {len(unfinished)} of {len(grid)} trial(s) did not finish: "
-                           + "; ".join(f"{t.trial_id} ({t.status}) {t.config}" for t in unfinished))
+                           + "; ".join(f"{t.trial_id} ({t.status}) {t.config}{_reason(t)}" for t in unfinished))
     trials = []
     for r in grid:
         trials.append({"config": dict(r.config or {}), "metrics": dict(r.metrics or {}),

@@ -522,11 +522,14 @@ def _count_ids(stats: dict, key: str, n: int, ids: list[str]) -> None:
 
 
 def load_translation_task(prepared_dir: str | Path, vocab_dir: str | Path, cfg: TranslationConfig = TranslationConfig(),
-                          *, seed: int) -> TranslationTask:
+                          *, seed: int, vocab_seed: int | None = None) -> TranslationTask:
     """Read the three splits, train (or reuse) the vocabularies on the training verses, encode,
     filter and subsample as the module docstring describes. ``vocab_dir`` gets ``src.model``,
     ``tgt.model`` (and their ``.json`` sidecars); existing ones are reused when their requested
-    size, settings and training text match. ``seed`` picks the ``max_*_pairs`` subsamples."""
+    size, settings and training text match. ``seed`` picks the ``max_*_pairs`` subsamples; ``vocab_seed``
+    (default ``seed``) is the vocabularies' (recorded in their sidecars: a task reading another stage's
+    vocabularies passes that stage's)."""
+    vocab_seed = seed if vocab_seed is None else vocab_seed
     if not isinstance(cfg, TranslationConfig):
         raise TypeError(f"load_translation_task: cfg must be a TranslationConfig, got {type(cfg).__name__}")
     prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
@@ -565,8 +568,8 @@ def load_translation_task(prepared_dir: str | Path, vocab_dir: str | Path, cfg: 
         text[s] = keep
 
     # 2. vocabularies from the training verses only
-    src_vocab, src_new = _vocab(text["train"]["sources"], cfg.src_vocab_size, vocab_dir / "src", seed)
-    tgt_vocab, tgt_new = _vocab(text["train"]["references"], cfg.tgt_vocab_size, vocab_dir / "tgt", seed)
+    src_vocab, src_new = _vocab(text["train"]["sources"], cfg.src_vocab_size, vocab_dir / "src", vocab_seed)
+    tgt_vocab, tgt_new = _vocab(text["train"]["references"], cfg.tgt_vocab_size, vocab_dir / "tgt", vocab_seed)
     stats.update(src_vocab_requested=cfg.src_vocab_size, src_vocab_size=len(src_vocab),
                  tgt_vocab_requested=cfg.tgt_vocab_size, tgt_vocab_size=len(tgt_vocab),
                  vocab_trained=bool(src_new or tgt_new))

@@ -24,7 +24,12 @@ Scores are read through ``components.models.step_scorer.step_scores``: log-softm
 
 Costs: the encoder O(B S H (D + H)) and the key projection O(B S H A), once per batch; per step
 O(B k H A) for the query, O(B k S A) for the scores and O(B k S H) for the context, O(B k H (D + 3H))
-for the decoder cell and O(B k V (3H + D)) for the output layer.
+for the decoder cell and O(B k V (3H + D)) for the output layer (O(B k D (3H + V)) with ``tie_embeddings``).
+
+Small-data settings (Sennrich & Zhang 2019), off by default: ``word_dropout`` drops whole source
+and fed target tokens in training; ``output_dropout`` regularises the deep output;
+``tie_embeddings`` reads the output layer through the target embeddings (raw = E_tgt P [h ; ctx ;
+y] + b), which halves the parameters a rare subword has to learn.
 
 Bad input is a ``ValueError`` naming it: a source row with no tokens, a mask not left-aligned,
 k < 1, sizes out of range.
@@ -48,9 +53,16 @@ class TranslatorConfig:
     attention_dim: int = 128       # A: the additive attention's hidden size
     dropout: float = 0.2           # on source embeddings and encoder states
     normalisation: Literal["local", "global"] = "local"
+    # Low-resource practice (Sennrich & Zhang 2019, "Revisiting Low-Resource NMT"); the defaults
+    # leave the model as Goyal et al. (2019) describe it:
+    word_dropout: float = 0.0      # training only: each source token and each fed target token is
+                                   # dropped whole (its embedding zeroed) with this probability
+    output_dropout: float = 0.0    # training only: dropout on the deep output's input [h ; ctx ; y]
+    tie_embeddings: bool = False   # output layer W_o = E_tgt P (Press & Wolf 2017): raw = E_tgt (P [h ; ctx ; y]) + b
 
     def __post_init__(self):
-        check_range(self, positive=("embedding_dim", "hidden", "attention_dim"), within={"dropout": "[0, 1)"})
+        check_range(self, positive=("embedding_dim", "hidden", "attention_dim"),
+                    within={"dropout": "[0, 1)", "word_dropout": "[0, 1)", "output_dropout": "[0, 1)"})
         if self.normalisation not in NORMALISATIONS:
             raise ValueError(f"translator: normalisation must be one of {NORMALISATIONS}, got {self.normalisation!r}")
 
@@ -98,7 +110,28 @@ class AttentionTranslator(nn.Module):
             self.tgt_embed = nn.Embedding(n_tgt, D)
             self.start_symbol = nn.Parameter(torch.zeros(D))
             self.cell = nn.LSTMCell(D + 2 * H, H)
-            self.out = nn.Linear(H + 2 * H + D, n_tgt)
+            self.out_drop = nn.Dropout(cfg.output_dropout)
+            if cfg.tie_embeddings:
+                self.out_proj = nn.Linear(H + 2 * H + D, D, bias=False)     # P
+                self.out_bias = nn.Parameter(torch.zeros(n_tgt))
+            else:
+                self.out = nn.Linear(H + 2 * H + D, n_tgt)
+
+    def _word_drop(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., D] with whole token embeddings zeroed at rate ``word_dropout`` (training only;
+        no rescaling: a dropped word is an unknown word, not a louder one)."""
+        p = self.cfg.word_dropout
+        if not self.training or p == 0.0:
+            return x
+        keep = torch.rand(x.shape[:-1], device=x.device) >= p
+        return x * keep[..., None].to(x.dtype)
+
+    def output(self, features: torch.Tensor) -> torch.Tensor:
+        """The deep output layer: [h ; ctx ; y] [..., 3H + D] -> raw scores [..., V]."""
+        features = self.out_drop(features)
+        if self.cfg.tie_embeddings:
+            return self.out_proj(features) @ self.tgt_embed.weight.T + self.out_bias
+        return self.out(features)
 
     # -- encoder -------------------------------------------------------------------------------
     def check_source(self, batch: Any) -> torch.Tensor:
@@ -121,7 +154,7 @@ class AttentionTranslator(nn.Module):
         """-> the source context: encoder states [B, S, 2H], keys W_s enc [B, S, A], mask [B, S]."""
         mask = self.check_source(batch)
         words = batch.words
-        x = self.drop(self.src_embed(words))
+        x = self.drop(self._word_drop(self.src_embed(words)))
         lengths = mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         h, _ = self.encoder(packed)
@@ -158,14 +191,14 @@ class AttentionTranslator(nn.Module):
         x = torch.cat([prev_embedding, ctx], -1).reshape(B * k, -1)
         h2, c2 = self.cell(x, (h.reshape(B * k, H), c.reshape(B * k, H)))
         h2, c2 = h2.reshape(B, k, H), c2.reshape(B, k, H)
-        raw = self.out(torch.cat([h2, ctx, prev_embedding], -1))
+        raw = self.output(torch.cat([h2, ctx, prev_embedding], -1))
         return step_scores(raw, self.normalisation), BeamState((h2, c2), src)
 
     def embed(self, weights: torch.Tensor) -> torch.Tensor:
         return weights.to(self.tgt_embed.weight.dtype) @ self.tgt_embed.weight
 
     def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.tgt_embed(ids)
+        return self._word_drop(self.tgt_embed(ids))
 
 
 def build_translator(cfg: TranslatorConfig, n_src: int, n_tgt: int, *, eos: int, pad: int = 0,

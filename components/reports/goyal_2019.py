@@ -57,7 +57,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
-from components.reports.curves import close  # noqa: E402
+from components.reports.curves import close, learning_curve  # noqa: E402
 from components.reports.goyal_2018 import SS_VARIANTS, TABLE3_1, VARIANT_LABEL  # noqa: E402
 
 ENCODERS = ("lstm", "blstm")
@@ -938,6 +938,7 @@ def readme(metrics: Mapping[str, Any]) -> str:
           "## Table 2 — tagging, regular (CE) init", "", table_tagging(metrics, "regular"),
           "## Table 3 — tagging, self-normalised init", "", table_tagging(metrics, "self_normalised"),
           "![Tables 2 and 3: test accuracy per row, encoder and init](tables_2_3.png)", "",
+          "## The translator every translation row starts from", "", translator_section(metrics),
           "## Table 4 — translation BLEU", "", table_mt(metrics),
           "## Thesis Table 3.1 — scheduled sampling, MT column", "", table_ss(metrics),
           "## Table 5 — BLEU breakdown (dev, self-normalised init)", "", table_breakdown(metrics),
@@ -959,13 +960,56 @@ def readme(metrics: Mapping[str, Any]) -> str:
     return "\n".join(md)
 
 
+def _translator(metrics: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    t = _get(metrics, "translation", "translator") if _section(metrics, "translation") else None
+    return t if isinstance(t, Mapping) else None
+
+
+def translator_section(metrics: Mapping[str, Any]) -> str:
+    """The translator stage's model: settings, dev / test BLEU by greedy and beam search (sacrebleu's
+    signature), and its learning curve (``translator_curve.png``)."""
+    t = _translator(metrics)
+    if t is None:
+        return "Translation: not run (no translator).\n"
+    rows = []
+    for split in ("dev", "test"):
+        for dec in ("greedy", "beam"):
+            rows.append([split, dec if dec == "greedy" else f"beam {t.get('beam_size', '–')}",
+                         _fmt(_finite(_get(t, split, dec, "bleu")))])
+    sig = _get(t, "test", "beam", "signature") or "–"
+    lines = [f"The `translator` stage trains the paper's model (a BiLSTM encoder, an LSTM decoder with additive "
+             f"attention) for small data (Sennrich & Zhang 2019): {t.get('settings', '–')}. It stopped early on dev "
+             f"BLEU at epoch {t.get('best_epoch', '–')} of {t.get('epochs', '–')} on {t.get('n_train', '–')} training "
+             f"verses; a translator under {t.get('min_bleu', '–')} dev BLEU fails its stage. Every translation row "
+             "below fine-tunes it with the row's objective (the initialisers for "
+             f"{_get(metrics, 'translation', 'optim_epochs') or '–'} epoch(s) on "
+             f"{_get(metrics, 'translation', 'n_train') or '–'} verses).", "",
+             _md_table(["split", "decoding", "BLEU"], rows),
+             f"BLEU: sacrebleu `{sig}`; dev = Mark, test = John (the by-book split).", "",
+             "![The translator's learning curve: dev BLEU (greedy) per epoch](translator_curve.png)", ""]
+    return "\n".join(lines)
+
+
+def translator_figure(metrics: Mapping[str, Any]) -> Figure:
+    """The translator's learning curve (train loss, dev BLEU per epoch), or a figure saying it was not run."""
+    curve = (_translator(metrics) or {}).get("curve") or []
+    history = [{"epoch": c["epoch"], "train_loss": c["train_loss"], "dev_score": c["dev_bleu"]} for c in curve]
+    if history:
+        return learning_curve(history, score_name="dev BLEU (greedy)", title="translator: learning curve")
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
+    ax.text(0.5, 0.5, "translator: no learning curve (not run)", ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    return fig
+
+
 def write_report(metrics: Mapping[str, Any], out_dir: str | Path) -> dict[str, str]:
-    """Write README.md, tables_2_3.png and table_6.png into ``out_dir``, each atomically (a temporary file in
-    the same folder, then ``os.replace``). Returns file name -> path."""
+    """Write README.md, tables_2_3.png, table_6.png and translator_curve.png into ``out_dir``, each
+    atomically (a temporary file in the same folder, then ``os.replace``). Returns file name -> path."""
     out = Path(out_dir)
     text = readme(metrics)          # validates the input before anything is written
     written: dict[str, str] = {}
-    for name, make in (("tables_2_3.png", tagging_figure), ("table_6.png", length_figure)):
+    for name, make in (("tables_2_3.png", tagging_figure), ("table_6.png", length_figure),
+                       ("translator_curve.png", translator_figure)):
         fig = make(metrics)
         try:
             with atomic_path(out / name) as tmp:

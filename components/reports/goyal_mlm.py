@@ -3,7 +3,7 @@ the implicit energy networks behind masked language models via Metropolis-Hastin
 (MLM, PLL and LL training of E_raw on data whose sequence space can be enumerated, Sec. 6.2.3), Figures 6.2-6.4
 and Tables 6.2-6.6 (MH samplers with MLM proposals for E_raw / E_norm against degenerate Gibbs sampling,
 Sec. 6.6-6.8), with our runs beside the thesis's numbers, an R-hat / ESS table, a findings table whose verdicts
-are computed from the numbers, and four figures.
+are computed from the numbers, four figures and the CMLM's learning curve.
 
 Inputs (either may be ``None`` or lack any section / key; what is missing reads "not run" in the tables and
 "not testable here" in the findings):
@@ -20,9 +20,11 @@ Inputs (either may be ``None`` or lack any section / key; what is missing reads 
 
 ``metrics/mcmc.json`` (Sec. 6.6-6.8)::
 
-    {"model": {"dev_masked_loss", "dev_unigram_loss", "dev_length_accuracy", "n_train", "src_vocab", "tgt_vocab"},
+    {"model": {"dev_masked_loss", "dev_unigram_loss", "dev_length_accuracy", "n_train", "src_vocab", "tgt_vocab",
+               "curve": [{"epoch", "dev_token_loss", "dev_unigram_loss", "dev_bleu" (may be null / absent)}, ...]},
      "settings": {"chains", "burn_in", "sweeps", "sentences", "max_source_len", "full_sentences", ...},
-     "runs": [{"group": "main" | "temperature" | "nucleus" | "block" | "anneal" | "full", "value",
+     "runs": [{"group": "main" | "random_start" | "temperature" | "nucleus" | "block" | "anneal" | "full", "value",
+               "config": {the sampler's settings, e.g. "init", "start_noise"},
                "scheme": "raw" | "norm" | "deg", "block": "single" | "annealed", "e_norm", "accept", "novel",
                "bleu", "bleu_best", "bleu_final",
                "curve": {"e_norm" | "bleu" | "accept" | "novel": [per sweep, burn-in included]},
@@ -35,8 +37,9 @@ numbers and tested by the findings; any other scheme (a new sampler) is listed b
 figures of the groups it ran in, under the label the caller passes (``labels``: scheme -> text; default: the
 thesis's names for its three, else the scheme's name) and a colour from a default cycle.
 
-What maps to what: group ``main`` -> Figure 6.2 and the acceptance / novel-rate numbers of Sec. 6.6;
-``temperature`` -> Table 6.2; ``nucleus`` -> Table 6.3; ``block`` -> Table 6.4 and Figure 6.3; ``anneal`` ->
+What maps to what: group ``main`` -> Figure 6.2 and the acceptance / novel-rate numbers of Sec. 6.6, beside
+group ``random_start`` (the same schemes from one uniform random sequence, as the thesis's Figure 6.2) where
+it ran; ``model.curve`` -> ``cmlm_curve.png`` (the CMLM's dev learning curve); ``temperature`` -> Table 6.2; ``nucleus`` -> Table 6.3; ``block`` -> Table 6.4 and Figure 6.3; ``anneal`` ->
 Table 6.5 and Figure 6.4; ``full`` -> Table 6.6. Scheme ``raw`` / ``norm``: MH with the target E_raw / E_norm
 (the thesis's "Raw Score Energy" / "Local Energy"); ``deg``: degenerate Gibbs sampling (sampling the MLM's free
 conditionals directly). Our translation task is Greek→English New Testament verses with a conditional MLM
@@ -46,7 +49,8 @@ thesis reports E_norm ×10⁻³ in Tables 6.2-6.4, ours is in nats per sentence.
 Public API: :data:`PAPER_TABLE6_1` ... :data:`PAPER_TABLE6_6`, :data:`PAPER_SEC6_6`, :func:`table_6_1`,
 :func:`table_figure_6_1`, :func:`table_figure_6_2`, :func:`table_6_2`, :func:`table_6_3`, :func:`table_6_4`,
 :func:`table_6_5`, :func:`table_6_6`, :func:`table_mixing`, :func:`findings`, :func:`findings_table`,
-:func:`figure_6_1` ... :func:`figure_6_4`, :func:`readme`, :func:`write_report`.
+:func:`figure_6_1` ... :func:`figure_6_4`, :func:`figure_cmlm_curve`, :func:`cmlm_curve_text`, :func:`readme`,
+:func:`write_report`.
 """
 from __future__ import annotations
 
@@ -60,6 +64,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
 from components.reports.curves import close  # noqa: E402
@@ -80,7 +85,8 @@ SCHEME_COLOR = {"raw": "tab:red", "norm": "tab:blue", "deg": "tab:gray"}
 # other schemes: the next unused colour of this cycle, in order of first appearance in the runs
 COLOR_CYCLE = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan",
                "tab:red", "tab:blue", "tab:gray")
-GROUPS = ("main", "temperature", "nucleus", "block", "anneal", "full")
+GROUPS = ("main", "random_start", "temperature", "nucleus", "block", "anneal", "full")
+RANDOM_START = "random_start"             # Figure 6.2's "all samplers start with the same random sequence"
 TEMPERATURES = (2.0, 1.5, 1.0, 0.8, 0.5)
 NUCLEI = (1.0, 0.99, 0.95, 0.90, 0.80)
 ANNEAL_STEPS = (0.02, 0.04, 0.06)
@@ -594,24 +600,72 @@ def _mcmc_absent(mcmc: Mapping[str, Any], group: str, what: str) -> list[str]:
     return []
 
 
+def _start_desc(config: Any, long: bool = True) -> str | None:
+    """How a run's chains started, from its recorded sampler ``config`` (``init``, ``start_noise``,
+    ``shared_start``); None when it records no ``init``."""
+    init = _get(config, "init")
+    if not isinstance(init, str):
+        return None
+    noise = _finite(_get(config, "start_noise")) or 0.0
+    shared = _get(config, "shared_start") is not False
+    if not long:
+        base = {"warm": "warm", "uniform": "uniform random"}.get(init, init)
+        return base + (f" + noise {_g(noise)}" if noise > 0 else (", shared" if shared else ", per chain"))
+    if init == "warm":
+        base = "the warm start (the MLM's greedy decode of the all-[MASK] sequence, Algorithm 4 line 3)"
+    elif init == "uniform":
+        base = ("one uniform random sequence per sentence, shared by its chains" if shared
+                else "an independent uniform random sequence per chain")
+    else:
+        base = f"init {init!r}"
+    if noise > 0:
+        return (f"{base}, then each position of each chain's start independently redrawn uniformly with probability "
+                f"{_g(noise)} (start_noise: over-dispersed starts, so R-hat compares chains that started apart)")
+    if init == "uniform" and not shared:
+        return base
+    return f"{base}, no perturbation (every chain of a sentence starts from the same sequence: R-hat says little)"
+
+
+def _group_start(mcmc: Mapping[str, Any], group: str) -> str | None:
+    """The starts the runs of ``group`` recorded (distinct descriptions, joined), or None."""
+    out: list[str] = []
+    for r in _runs(mcmc):
+        d = _start_desc(r.get("config")) if r.get("group") == group else None
+        if d and d not in out:
+            out.append(d)
+    return "; ".join(out) or None
+
+
 def table_figure_6_2(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> str:
     """Figure 6.2 / Sec. 6.6 analog: the main group (T = 1, single-site): E_norm, BLEU, acceptance and the
     novel-transition rate for MH (raw, norm), degenerate Gibbs and any other scheme run there; acceptance /
-    novel "ours (thesis text)"."""
+    novel "ours (thesis text)". Where the ``random_start`` group ran (the same schemes from one uniform random
+    sequence, as the thesis's Figure 6.2), its rows follow, labelled "…, random start"; the last column and the
+    notes say how each run started."""
     mcmc = _check_input("mcmc", mcmc)
     rows = []
-    for s in _schemes(mcmc, "main"):
-        r = _run(mcmc, "main", s)
-        p = PAPER_SEC6_6.get(s, {})
-        rows.append([_label(s, labels), _run_cell(r, "e_norm"), _run_cell(r, "bleu"), _run_cell(r, "bleu_best"),
-                     _run_cell(r, "bleu_final"), _cell(_run_cell(r, "accept"), p.get("accept")),
-                     _cell(_run_cell(r, "novel"), p.get("novel"))])
+    groups = [("main", "")] + ([(RANDOM_START, ", random start")]
+                               if any(r.get("group") == RANDOM_START for r in _runs(mcmc)) else [])
+    for group, suffix in groups:
+        for s in _schemes(mcmc, group):
+            r = _run(mcmc, group, s)
+            p = PAPER_SEC6_6.get(s, {})
+            rows.append([_label(s, labels) + suffix, _run_cell(r, "e_norm"), _run_cell(r, "bleu"),
+                         _run_cell(r, "bleu_best"), _run_cell(r, "bleu_final"),
+                         _cell(_run_cell(r, "accept"), p.get("accept")), _cell(_run_cell(r, "novel"), p.get("novel")),
+                         _start_desc(_get(r, "config"), long=False) or "–"])
     md = _md_table(["scheme", "E_norm ↓", "BLEU (mean)", "BLEU (best sweep)", "BLEU (final)", "accept",
-                    "novel"], rows)
+                    "novel", "start"], rows)
     notes = ["Main group: proposal temperature 1, single-site proposals. BLEU (mean): corpus BLEU averaged over "
              "sampling sweeps and chains. Accept / novel cells: ours (Sec. 6.6 of the thesis: degenerate Gibbs "
              "accepts everything by design with novel rate 0.36; MH 0.9 / 0.91 acceptance, 0.11 / 0.13 novel). "
              "The thesis's Figure 6.2 itself is a plot (−E_norm and BLEU per epoch); —: not run.", _E_NOTE]
+    starts = [f"{'main' if g == 'main' else 'random start'}: {_group_start(mcmc, g) or 'not recorded'}"
+              for g, _ in groups if any(r.get("group") == g for r in _runs(mcmc))]
+    if starts:
+        notes.append("Starts — " + "; ".join(starts) + ". The thesis's Figure 6.2 starts every sampler from the "
+                     "same random sequence, and its claim that degenerate Gibbs degrades over the epochs is about "
+                     "such a start (the `random_start` rows, where run).")
     notes += _mcmc_absent(mcmc, "main", "Figure 6.2")
     return md + "\n" + "\n\n".join(notes) + "\n"
 
@@ -939,13 +993,16 @@ def _degrades(run: Any, mcmc: Mapping[str, Any]) -> tuple[bool | None, str]:
 
 
 def _finding5(mcmc: Mapping[str, Any]) -> Result:
-    deg, why = _degrades(_run(mcmc, "main", "deg"), mcmc)
+    # the thesis's chains start from one shared random sequence (Figure 6.2): the random_start group when
+    # it ran, else main
+    group = "random_start" if _run(mcmc, "random_start", "deg") is not None else "main"
+    deg, why = _degrades(_run(mcmc, group, "deg"), mcmc)
     if deg is None:
-        return _not_testable(f"main deg: {why}" if _run(mcmc, "main", "deg") else "main deg not run")
+        return _not_testable(f"{group} deg: {why}" if _run(mcmc, group, "deg") else f"{group} deg not run")
     statuses = [_OK if deg else _BAD]
     texts = [f"deg {'degrades' if deg else 'does not degrade'} ({why})"]
     for s in ("raw", "norm"):
-        r = _run(mcmc, "main", s)
+        r = _run(mcmc, group, s)
         d, w = _degrades(r, mcmc)
         if d is None:
             texts.append(f"{s}: {'not run' if r is None else w}")
@@ -955,7 +1012,7 @@ def _finding5(mcmc: Mapping[str, Any]) -> Result:
     if len(statuses) == 1:
         return _not_testable("; ".join(texts) + "; no MH curve to compare")
     gate = _bleu_gate(mcmc)
-    return _aggregate(statuses), "first → last third of the sampling sweeps: " + "; ".join(texts) + \
+    return _aggregate(statuses), f"{group} group, first → last third of the sampling sweeps: " + "; ".join(texts) + \
         (f"; BLEU left out ({gate})" if gate else "") + f" — {_count(statuses)}"
 
 
@@ -1177,7 +1234,8 @@ def findings(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None) ->
        rule with the figure's sds).
     3. Figure 6.1: every method at every size has NLL < DPLL's.
     4. main group: E_norm(raw), E_norm(norm) < E_norm(deg) and BLEU(raw), BLEU(norm) > BLEU(deg).
-    5. main group curves, sampling sweeps only, split in thirds: a run degrades when E_norm rises or BLEU falls
+    5. random_start group curves (one shared uniform-random start, as Figure 6.2; the main group when it did
+       not run), sampling sweeps only, split in thirds: a run degrades when E_norm rises or BLEU falls
        from the first third's mean to the last's by more than the thirds' spread (RMS of their sds) and neither
        improves by more; holds when deg degrades and raw, norm do not.
     6. temperature / nucleus groups, per scheme: Spearman(setting, novel rate) > 0.
@@ -1234,26 +1292,106 @@ def _curve_start(mcmc: Mapping[str, Any], runs: Sequence[Any], key: str) -> int:
 
 
 def figure_6_2(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
-    """E_norm (left) and BLEU (right) per sweep for the main group's raw, norm, deg and any other scheme;
-    burn-in shaded."""
+    """E_norm (left) and BLEU (right) per sweep for the main group's raw, norm, deg and any other scheme
+    (solid), and the ``random_start`` group's (dashed, "…, random start") where it ran; burn-in shaded."""
     mcmc = _check_input("mcmc", mcmc)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=110)
     colors = _colors(mcmc)
-    runs = {s: _run(mcmc, "main", s) for s in _schemes(mcmc, "main")}
+    runs = [(s, _run(mcmc, "main", s), "-", "") for s in _schemes(mcmc, "main")]
+    random = [(s, r, "--", ", random start") for s in _schemes(mcmc, RANDOM_START, ())
+              if (r := _run(mcmc, RANDOM_START, s)) is not None]
     for ax, key, ylabel in ((axes[0], "e_norm", "E_norm (nats / sentence) ↓"), (axes[1], "bleu", "BLEU")):
-        drawn = [_plot_curve(ax, r, key, mcmc, color=colors[s], label=_label(s, labels), marker=".")
-                 for s, r in runs.items()]
+        drawn = [_plot_curve(ax, r, key, mcmc, color=colors.get(s, "black"), ls=ls, label=_label(s, labels) + suffix,
+                             marker=".") for s, r, ls, suffix in runs + random]
         if any(drawn):
-            _shade_burn_in(ax, mcmc, _curve_start(mcmc, list(runs.values()), key))
+            _shade_burn_in(ax, mcmc, _curve_start(mcmc, [r for _, r, _, _ in runs + random], key))
             ax.legend(fontsize=7)
         else:
             _no_data(ax, "main group: not run")
         ax.set_xlabel("sweep")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    fig.suptitle("Figure 6.2 analog: MH (raw, norm) vs degenerate Gibbs, T = 1, single-site", fontsize=10)
+    title = "Figure 6.2 analog: MH (raw, norm) vs degenerate Gibbs, T = 1, single-site"
+    if random:
+        title += " (solid: main starts; dashed: one random start)"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _model_curve(mcmc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The CMLM's per-epoch dev record (``model.curve``), each ``{"epoch", "token", "unigram", "bleu"}`` with
+    None for what is missing; points with nothing finite are dropped."""
+    c = _get(mcmc, "model", "curve")
+    if not isinstance(c, Sequence) or isinstance(c, str):
+        return []
+    out = []
+    for i, e in enumerate(c):
+        if not isinstance(e, Mapping):
+            continue
+        ep = _finite(e.get("epoch"))
+        p = {"epoch": int(ep) if ep is not None else i + 1, "token": _finite(e.get("dev_token_loss")),
+             "unigram": _finite(e.get("dev_unigram_loss")), "bleu": _finite(e.get("dev_bleu"))}
+        if any(p[k] is not None for k in ("token", "unigram", "bleu")):
+            out.append(p)
+    return out
+
+
+def figure_cmlm_curve(mcmc: Mapping[str, Any] | None) -> Figure:
+    """The CMLM's learning curve: dev masked-token loss and the unigram loss (a context-free baseline) per epoch,
+    and dev BLEU (mask-predict) on a right axis where recorded."""
+    mcmc = _check_input("mcmc", mcmc)
+    pts = _model_curve(mcmc)
+    fig, ax = plt.subplots(figsize=(6.2, 4.1), dpi=110)
+    handles: list[Any] = []
+    for key, label, color, ls in (("token", "dev masked-token loss", "tab:blue", "-"),
+                                  ("unigram", "dev unigram loss (no context)", "tab:gray", "--")):
+        xy = [(p["epoch"], p[key]) for p in pts if p[key] is not None]
+        if xy:
+            handles += ax.plot([x for x, _ in xy], [y for _, y in xy], color=color, ls=ls, marker=".", label=label)
+    bleu = [(p["epoch"], p["bleu"]) for p in pts if p["bleu"] is not None]
+    if bleu:
+        ax_b = ax.twinx()
+        handles += ax_b.plot([x for x, _ in bleu], [y for _, y in bleu], color="tab:green", marker="s", ms=3,
+                             label="dev BLEU (mask-predict)")
+        ax_b.set_ylabel("dev BLEU")
+    if handles:
+        ax.legend(handles, [h.get_label() for h in handles], fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.17), ncol=3, frameon=False)
+    else:
+        _no_data(ax, "CMLM learning curve: not recorded")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("dev loss (nats / masked token) ↓")
+    ax.set_title("The CMLM's learning curve (cmlm stage, dev set)", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def cmlm_curve_text(mcmc: Mapping[str, Any] | None) -> str:
+    """What ``cmlm_curve.png`` shows, in numbers, or a sentence saying that no curve was recorded."""
+    mcmc = _check_input("mcmc", mcmc)
+    pts = _model_curve(mcmc)
+    if not pts:
+        return ("No learning curve of the CMLM was recorded (no `model.curve` in `metrics/mcmc.json`: metrics "
+                "written before the curve was kept, or no `metrics/cmlm.json`); the figure says so.\n")
+    out = [f"The `cmlm` stage's per-epoch dev record ({len(pts)} epoch(s)): masked-token loss (nats per masked "
+           "token) against the unigram loss of the same masked tokens (a model that ignores the context), and "
+           "mask-predict dev BLEU where it was measured."]
+    tok = [(p["epoch"], p["token"]) for p in pts if p["token"] is not None]
+    if tok:
+        best = min(tok, key=lambda t: t[1])
+        uni = next((p["unigram"] for p in pts if p["epoch"] == best[0] and p["unigram"] is not None), None)
+        out.append(f"Masked-token loss {tok[0][1]:.2f} (epoch {tok[0][0]}) → {tok[-1][1]:.2f} (epoch {tok[-1][0]}); "
+                   f"best {best[1]:.2f} at epoch {best[0]}" + (f", against the unigram loss {uni:.2f} there "
+                                                                f"(gain {uni - best[1]:.2f} nats)" if uni is not None
+                                                                else "") + ".")
+    bleu = [(p["epoch"], p["bleu"]) for p in pts if p["bleu"] is not None]
+    out.append(f"Dev BLEU (mask-predict) {bleu[0][1]:.2f} (epoch {bleu[0][0]}) → {bleu[-1][1]:.2f} (epoch "
+               f"{bleu[-1][0]}); best {max(b for _, b in bleu):.2f}." if bleu else
+               "No per-epoch dev BLEU was recorded.")
+    return " ".join(out) + "\n"
 
 
 def figure_6_3(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
@@ -1329,6 +1467,7 @@ FIGURES: dict[str, Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None,
     "figure_6_2.png": lambda e, m, labels: figure_6_2(m, labels),
     "figure_6_3.png": lambda e, m, labels: figure_6_3(m, labels),
     "figure_6_4.png": lambda e, m, labels: figure_6_4(m, labels),
+    "cmlm_curve.png": lambda e, m, labels: figure_cmlm_curve(m),
 }
 
 
@@ -1350,7 +1489,8 @@ def _setup(exact: Mapping[str, Any], mcmc: Mapping[str, Any]) -> list[str]:
                    "a length predictor) trained here, in place of WMT'14 De→En / WMT'16 Ro→En with the released "
                    "Mask-Predict model; only the patterns compare, not the numbers.")
         if isinstance(model, Mapping):
-            out.append("Model: " + _settings_line(model) + ".")
+            out.append("Model: " + _settings_line({k: v for k, v in model.items() if k != "curve"}) + "; its learning "
+                       "curve: `cmlm_curve.png` (below).")
         out.append("Sampler settings: " + _settings_line(mcmc.get("settings")) + " (thesis: ≥ 5 chains, burn-in 7, "
                    "≥ 26 epochs, source sentences up to 20 tokens except Table 6.6).")
     return out
@@ -1377,6 +1517,8 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
           "## Table 6.1 — training objectives, exact held-out NLL", "", table_6_1(exact),
           "## Figure 6.1 — adapting a pretrained MLM with little data", "", table_figure_6_1(exact),
           "![Figure 6.1 analog](figure_6_1.png)", "",
+          "## The CMLM's learning curve", "", cmlm_curve_text(mcmc),
+          "![CMLM learning curve](cmlm_curve.png)", "",
           "## Figure 6.2 — MH vs degenerate Gibbs (T = 1)", "", table_figure_6_2(mcmc, labels),
           "![Figure 6.2 analog](figure_6_2.png)", "",
           "## Table 6.2 — proposal temperature", "", table_6_2(mcmc),
@@ -1400,7 +1542,7 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
 
 def write_report(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
                  out_dir: str | Path, labels: Mapping[str, str] | None = None) -> dict[str, Path]:
-    """Write README.md and figure_6_1.png ... figure_6_4.png into ``out_dir``, each atomically (a temporary file in
+    """Write README.md, figure_6_1.png ... figure_6_4.png and cmlm_curve.png into ``out_dir``, each atomically (a temporary file in
     the same folder, then ``os.replace``). ``labels``: scheme -> the text the tables and legends print (the
     caller's, e.g. from params; default: the thesis's names, else the scheme). Returns file name -> path."""
     out = Path(out_dir)

@@ -56,7 +56,7 @@ from torch import Tensor
 
 from components.config import check_range, field_error
 from components.data.sampling import subsample_indices
-from components.inference.mask_predict import mask_predict
+from components.inference.mask_predict import MaskPredictConfig, mask_predict
 from components.metrics.bleu import corpus_bleu
 from components.seeds import seed_for
 
@@ -215,11 +215,14 @@ class CMLMTrainConfig:
     max_train_pairs: int = 0           # 0 = all; else a seeded subsample of the training pairs
     dev_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)   # extra dev masking ratios (metrics only)
     unigram_alpha: float = 1.0         # add-alpha smoothing of the unigram baseline
+    # the learning curve's BLEU: after every epoch, mask-predict (MaskPredictConfig's defaults) decodes the
+    # first ``curve_bleu_pairs`` dev pairs (0: no per-epoch BLEU); a record's ``dev_bleu``. Metrics only
+    curve_bleu_pairs: int = 0
 
     def __post_init__(self):
         check_range(self, positive=("lr", "epochs", "batch_size", "patience", "unigram_alpha"),
                     nonnegative=("warmup_steps", "grad_clip", "weight_decay", "min_delta", "length_weight",
-                                 "max_train_pairs"),
+                                 "max_train_pairs", "curve_bleu_pairs"),
                     within={"label_smoothing": "[0, 1)", "dev_ratios": "(0, 1]"})
         keys = [_ratio_key(r) for r in self.dev_ratios]
         if len(set(keys)) != len(keys):
@@ -317,11 +320,13 @@ class CMLMTrainResult:
 
 def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), *, seed: int = 0,
                on_epoch: Callable[[dict[str, float]], None] | None = None,
-               on_batch: Callable[[int, int, float], None] | None = None) -> CMLMTrainResult:
+               on_batch: Callable[[int, int, float], None] | None = None,
+               tgt_vocab: Any = None) -> CMLMTrainResult:
     """Train a :class:`components.models.mlm.ConditionalMLM` in place on ``task.train`` with
     early stopping on ``task.dev`` (module doc); on return the model holds the best epoch's
     weights, in eval mode. ``seed``: the base of every random stream (module doc). ``on_epoch(record)``
-    after each epoch, ``on_batch(i, n, loss)`` after each update (1-based i)."""
+    after each epoch, ``on_batch(i, n, loss)`` after each update (1-based i). ``tgt_vocab`` (the
+    task's target vocabulary) is needed for ``cfg.curve_bleu_pairs``."""
     if not isinstance(cfg, CMLMTrainConfig):
         raise TypeError(f"train_cmlm: cfg must be a CMLMTrainConfig, got {type(cfg).__name__}")
     device = model.allowed.device
@@ -340,6 +345,12 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
                         seed=seed_for(seed, "dev_masks"))
     stats = {"train_pairs": len(train), "dev_pairs": dev.n_pairs, "dev_skipped_too_long": dev.skipped["too_long"],
              "dev_skipped_disallowed": dev.skipped["disallowed"]}
+    curve_dev = None
+    if cfg.curve_bleu_pairs:
+        if tgt_vocab is None:
+            raise ValueError("train_cmlm: curve_bleu_pairs > 0 needs the target vocabulary (tgt_vocab=)")
+        curve_dev = task.dev.subset(range(min(cfg.curve_bleu_pairs, len(task.dev))))
+        curve_decode = MaskPredictConfig()
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
@@ -380,6 +391,10 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
                     on_batch(i + 1, n_batches, loss.item())
             train_s = time.perf_counter() - t0
             metrics = evaluate_cmlm(model, dev, unigram, length_weight=cfg.length_weight)
+            if curve_dev is not None:
+                model.eval()
+                metrics["bleu"] = float(decode_bleu(model, curve_dev, tgt_vocab, curve_decode,
+                                                    batch_size=cfg.batch_size)["bleu"])
             record = {"epoch": float(epoch), "train_loss": total / max(count, 1), "train_seconds": train_s,
                       "lr": float(opt.param_groups[0]["lr"]), **{f"dev_{k}": v for k, v in metrics.items()}}
             history.append(record)

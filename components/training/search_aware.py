@@ -131,15 +131,24 @@ class _StepObjective:
         return per.mean()
 
 
-def _token_ce(scores: torch.Tensor, gold: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    logp = torch.log_softmax(scores, -1).gather(-1, gold[..., None])[..., 0]
-    return -(logp * mask).sum(1)
+def _token_ce(scores: torch.Tensor, gold: torch.Tensor, mask: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
+    """Per-sentence cross-entropy [B]; with ``smoothing`` eps the target is (1 - eps) on gold plus
+    eps spread uniformly over the V symbols (Szegedy et al. 2016)."""
+    logp_all = torch.log_softmax(scores, -1)
+    nll = -logp_all.gather(-1, gold[..., None])[..., 0]
+    if smoothing > 0.0:
+        nll = (1.0 - smoothing) * nll - smoothing * logp_all.mean(-1)
+    return (nll * mask).sum(1)
 
 
 # -- cross-entropy and scheduled sampling ---------------------------------------------------------
 @dataclass(frozen=True)
 class SeqCEConfig:
-    pass
+    label_smoothing: float = 0.0     # eps; 0 = plain CE (small-data translators use ~0.1-0.2)
+
+    def __post_init__(self):
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"seq_ce: label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
 class SeqCE(_StepObjective):
@@ -149,7 +158,7 @@ class SeqCE(_StepObjective):
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
         gold = _check_gold(scorer, batch)
         scores = unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]), steps=gold.shape[1])
-        return _token_ce(scores, gold, batch.mask)
+        return _token_ce(scores, gold, batch.mask, self.cfg.label_smoothing)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,22 @@ the target length the model predicts. What runs is what params name:
   settings of its own (``config``), a ``block`` tag for the report and the sentence ``set``
   (``short`` | ``full``). The thesis's: ``main`` (Figure 6.2), ``temperature`` / ``nucleus``
   (Tables 6.2, 6.3), ``block`` (Table 6.4, Figure 6.3), ``anneal`` (Table 6.5, Figure 6.4),
-  ``full`` (Table 6.6, on ``full_sentences``, against mask-predict and the warm start itself).
+  ``full`` (Table 6.6, on ``full_sentences``, against mask-predict and the warm start itself),
+  ``random_start`` (Figure 6.2's "all samplers start with the same random sequence": ``main`` from
+  one uniform random sequence per sentence, shared by its chains, no perturbation; the thesis's
+  claim that degenerate Gibbs degrades over the sweeps is about such a start).
 
-A run's sampler config is ``{init: uniform}``, then the scheme's ``config``, the group's
-``config`` and the group's ``vary: value``, keeping only the keys the sampler's config has (a
-group's target-temperature settings do not reach the Gibbs sampler, which has no target
-temperature); a key that none of a group's samplers has is an error. Adding a sampler: its module,
-its ``SAMPLERS`` line, a ``mcmc.schemes`` entry and its name in a group; the report lists it.
+Starts: ``mcmc.init`` (default ``warm``: the MLM's greedy decode of the all-[MASK] sequence,
+Algorithm 4 line 3; ``uniform``: one uniform random sequence) and ``mcmc.start_noise`` (default
+0.2): each chain of a sentence starts from that sequence with each position independently redrawn
+uniformly with this probability, so the chains start apart and R-hat / ESS compare over-dispersed
+chains (identical starts make R-hat meaningless). A run's sampler config is ``{init, start_noise}``
+from these, then the scheme's ``config``, the group's ``config`` and the group's ``vary: value``,
+keeping only the keys the sampler's config has (a group's target-temperature settings do not
+reach the Gibbs sampler, which has no target temperature); a key that none of a group's samplers
+has is an error (``init`` / ``start_noise`` reach only the samplers that have them). Adding a
+sampler: its module, its ``SAMPLERS`` line, a ``mcmc.schemes`` entry and its name in a group; the
+report lists it.
 
 Every configuration runs ``chains`` chains per sentence for ``burn_in + sweeps`` sweeps (one sweep
 = every position once, in a random order). Configurations x sentence chunks are shards: Ray tasks
@@ -53,9 +62,8 @@ import pandas as pd
 import sacrebleu
 import torch
 
-from components.config import (ConfigError, ResourcesConfig, check_range, field_error, from_dict, load_section,
-                               resolve_device)
-from components.data.translation import SubwordVocab, TranslationConfig, load_translation_task
+from components.config import ConfigError, ResourcesConfig, check_range, field_error, load_section, resolve_device
+from components.data.translation import SubwordVocab, load_translation_task
 from components.energies.mlm import MLMEnergy, MLMEnergyConfig
 from components.inference.mask_predict import MaskPredictConfig
 from components.inference.mcmc.registry import SAMPLERS
@@ -66,6 +74,7 @@ from components.reports.goyal_mlm import write_report
 from components.seeds import seed_for
 from components.training.cmlm import decode_bleu, predict_lengths
 from flows.parallel import sharded_map
+from flows.translation_configs import CMLMStageConfig
 from flows.stages.common import StageContext, main
 
 @dataclass(frozen=True)
@@ -118,6 +127,7 @@ def _groups() -> dict[str, GroupConfig]:
     block sizes annealed over 20 sweeps)."""
     return {
         "main": GroupConfig(("raw", "norm", "deg")),
+        "random_start": GroupConfig(("raw", "norm", "deg"), config={"init": "uniform", "start_noise": 0.0}),  # Fig. 6.2
         "temperature": GroupConfig(("norm", "deg"), "proposal_temperature", (2.0, 1.0, 0.5)),             # Table 6.2
         "nucleus": GroupConfig(("norm", "deg"), "top_p", (1.0, 0.9, 0.8)),                                 # Table 6.3
         "block": GroupConfig(("deg", "raw", "norm"), block="annealed",                                      # Table 6.4
@@ -126,7 +136,7 @@ def _groups() -> dict[str, GroupConfig]:
         "anneal": GroupConfig(("norm", "raw"), "anneal_step", (0.02, 0.06),                                # Table 6.5
                               config={"min_temperature": 0.05}),
         "full": GroupConfig(("deg", "norm", "raw"), set="full",                                             # Table 6.6
-                            config={"init": "warm", "proposal_temperature": 0.8, "anneal_step": 0.02,
+                            config={"init": "warm", "start_noise": 0.0, "proposal_temperature": 0.8, "anneal_step": 0.02,
                                     "min_temperature": 0.05, "accept_first_sweeps": 2}),
     }
 
@@ -136,6 +146,12 @@ class MCMCStageConfig:
     data: MCMCDataConfig = MCMCDataConfig()
     schemes: dict[str, SchemeConfig] = field(default_factory=_schemes)
     groups: dict[str, GroupConfig] = field(default_factory=_groups)
+    # every run's start, unless its scheme or group says otherwise: warm = Algorithm 4 line 3 (greedy
+    # decode of the all-[MASK] sequence) | uniform = one uniform random sequence per sentence ...
+    init: Literal["warm", "uniform"] = "warm"
+    # ... then per chain, each position redrawn uniformly with this probability: over-dispersed
+    # starts, so that R-hat / ESS compare chains that started apart
+    start_noise: float = 0.2
     chains: int = 5                     # >= 5 per configuration (the thesis)
     burn_in: int = 4                    # the thesis: 7 (paper scale)
     sweeps: int = 12                    # sampling sweeps; the thesis: >= 26 (paper scale)
@@ -149,7 +165,8 @@ class MCMCStageConfig:
     report_dir: str = "reports/goyal_mlm"
 
     def __post_init__(self):
-        check_range(self, positive=("chains", "sweeps", "shard_sentences"), nonnegative=("burn_in", "max_rows"))
+        check_range(self, positive=("chains", "sweeps", "shard_sentences"), nonnegative=("burn_in", "max_rows"),
+                    within={"start_noise": "[0, 1)"})
         # the R-hat / ESS of every run's summary (components.inference.diagnostics) need these: fail here, not
         # after the sampling
         if self.chains < 2:
@@ -191,7 +208,8 @@ def design(cfg: MCMCStageConfig, samplers: Any = SAMPLERS) -> list[dict[str, Any
             for s in grp.schemes:
                 scheme = cfg.schemes[s]
                 over = {**scheme.config, **grp.config, **({grp.vary: value} if grp.vary else {})}
-                c = {k: v for k, v in {"init": "uniform", **over}.items() if k in fields[s]}
+                base = {"init": cfg.init, "start_noise": cfg.start_noise}
+                c = {k: v for k, v in {**base, **over}.items() if k in fields[s]}
                 name = f"{g}/{s}" + ("" if value is None else f"/{value}")
                 out.append({"name": name, "group": g, "value": value, "scheme": s, "block": grp.block,
                             "sampler": scheme.sampler, "config": c, "energy": scheme.energy, "set": grp.set})
@@ -276,11 +294,11 @@ def _select(ds: Any, max_words: int, n: int, seed: int, lengths: list[int] | Non
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_config(params)
-    data_cfg = _cmlm_data(params)                         # the cmlm stage's data: its vocabularies
+    cmlm = load_section(CMLMStageConfig, "cmlm", params)  # the cmlm stage's corpus and data: its vocabularies
     model_dir = ctx.path(cfg.model_dir)
     device = resolve_device(ctx.base.device)
     model = load_cmlm(model_dir, device=device)
-    task = load_translation_task(ctx.path(ctx.base.prepared_dir) / "greek_english", model_dir / "vocab", data_cfg,
+    task = load_translation_task(ctx.path(cmlm.corpus), model_dir / "vocab", cmlm.data,
                                  seed=seed_for(ctx.base.seed, "cmlm", "data"))      # the cmlm stage's
     if task.stats.get("vocab_trained"):
         raise RuntimeError(f"mcmc: the subword vocabularies in {model_dir / 'vocab'} do not match cmlm.data: "
@@ -350,6 +368,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                   "dev_unigram_loss": model_info.get("dev", {}).get("unigram_loss"),
                   "dev_length_accuracy": model_info.get("dev", {}).get("length_acc"),
                   "dev_bleu_mask_predict": (model_info.get("dev_bleu_mask_predict") or {}).get("bleu"),
+                  "curve": model_info.get("curve"),
                   "n_train": len(task.train), **task.sizes},
         "settings": {"chains": cfg.chains, "burn_in": cfg.burn_in, "sweeps": cfg.sweeps,
                      "sentences": len(sets["short"]), "max_source_len": cfg.data.max_source_words,
@@ -368,13 +387,6 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     for p in files.values():
         ctx.tracker.log_artifact(Path(p), "goyal_mlm")
     return metrics
-
-
-def _cmlm_data(params: dict[str, Any]) -> TranslationConfig:
-    try:
-        return from_dict(TranslationConfig, params["cmlm"]["data"], where="cmlm.data")
-    except KeyError:
-        raise ConfigError("params: the mcmc stage reads cmlm.data (the vocabularies' settings), which is missing") from None
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ Two Ray Tune grids, one trial per configuration (both cores busy):
 1. ``pretrain``: the initialisers — for tagging, per encoder (``lstm``: the decoder sees the input
    up to position i only, label bias from partial input; ``blstm``: all of it) x init (``regular``:
    teacher-forced CE; ``self_normalised``: CE + lambda (log Z_L,t)^2) x seed; for translation, per
-   init x seed, plus the thesis Table 3.1 MT rows (scheduled sampling variants, from scratch).
+   init x seed, plus the thesis Table 3.1 MT rows (scheduled sampling variants), each a fine-tuning
+   of the ``translator`` stage's model (trained for small data; a translator trained from scratch
+   on a subsample never got past BLEU 2 here) with its objective.
    Each is decoded greedily (``pretrain_greedy``) and by hard beam (``pretrain_beam``); log Z's
    mean and variance on train and dev are measured (Table 1).
 2. ``search``: per part x encoder x init x normalisation (``local``: log-softmax scores;
@@ -18,7 +20,7 @@ Two Ray Tune grids, one trial per configuration (both cores busy):
 Inside a trial (``flows.tuning.tune_in_trial``) a seeded Optuna study tunes the part's ``space`` (grid 1) or ``search_space``
 (grid 2: learning rate, alpha annealing) on dev for ``trials`` trainings, with early stopping on
 dev (greedy for the initialisers, hard beam for search-aware training). Translation dev scores are
-on ``translation.data.max_dev_pairs`` verses while training; every reported score uses the whole
+on ``translation.max_dev_pairs`` verses while training; every reported score uses the whole
 split.
 
 Outputs: ``models/normalisation/`` (per part: the best seed's model of each row with its decoded
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,7 @@ import torch
 from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_range, from_dict, load_section,
                                resolve_device)
 from components.data.tasks import load_tagging_task
-from components.data.translation import TranslationConfig, load_translation_task
+from components.data.translation import load_translation_task
 from components.inference.evaluate_decoding import evaluate_decoding
 from components.inference.evaluate_translation import evaluate_translation
 from components.inference.registry import INFERENCE
@@ -58,6 +61,7 @@ from flows.lifecycle import work_dir
 from flows.ray_runtime import copy_checkpoint, report_final, tensor_bytes
 from flows.search_space import check_sweep_space, with_values
 from flows.stages.common import StageContext, main
+from flows.translation_configs import TranslatorStageConfig
 from flows.tuning import run_grid, tune_in_trial
 
 INITS = ("regular", "self_normalised")
@@ -101,13 +105,18 @@ class SSVariant:
 
 @dataclass(frozen=True)
 class TranslationPart:
+    """Greek -> English: every translation row starts from the ``translator`` stage's model (its
+    architecture, vocabularies and weights; trained for small data), which the initialisers
+    fine-tune with their objective (``optim``) and search-aware training fine-tunes further
+    (``finetune``)."""
     enabled: bool = True
+    translator_dir: str = "models/translator"
     beam_size: int = 3
     lam: float = 0.1                    # self-normalisation's lambda (1.0 stalls the translator in the first epochs)
-    data: TranslationConfig = TranslationConfig(max_train_pairs=2000, max_dev_pairs=150)   # default scale: a subsample
-    model: TranslatorConfig = TranslatorConfig(embedding_dim=32, hidden=64, attention_dim=64)
-    optim: TrainConfig = TrainConfig(lr=0.01, epochs=10, patience=10, batch_size=128)   # BLEU is noisy early: no early stop
-    finetune: TrainConfig = TrainConfig(lr=0.0005, epochs=2, patience=2, batch_size=64)
+    max_train_pairs: int = 2000         # fine-tuning pairs: a seeded subsample (0 = all)
+    max_dev_pairs: int = 150            # dev verses scored while fine-tuning (every reported score: the whole split)
+    optim: TrainConfig = TrainConfig(lr=0.0005, epochs=2, patience=2, batch_size=32)     # the initialisers' fine-tuning
+    finetune: TrainConfig = TrainConfig(lr=0.0005, epochs=2, patience=2, batch_size=32)  # search-aware fine-tuning
     space: dict[str, dict[str, Any]] = field(default_factory=dict)          # as in TaggingPart
     search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
     examples: int = 6                   # test verses shown with every system's translation in the report
@@ -115,7 +124,8 @@ class TranslationPart:
     min_bleu: float = 5.0             # a row below this dev BLEU is marked "did not train" (no verdicts on noise)
 
     def __post_init__(self):
-        check_range(self, positive=("beam_size",), nonnegative=("lam", "examples"), within={"min_bleu": "[0, 100]"})
+        check_range(self, positive=("beam_size",), nonnegative=("lam", "examples", "max_train_pairs", "max_dev_pairs"),
+                    within={"min_bleu": "[0, 100]"})
 
 
 @dataclass(frozen=True)
@@ -207,34 +217,68 @@ class _Tagging:
 
 
 class _Translation:
-    """Greek -> English verses with the Bahdanau-attention encoder-decoder; BLEU."""
+    """Greek -> English verses with the translator stage's Bahdanau-attention encoder-decoder; BLEU."""
     name = "translation"
 
-    def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str):
+    def __init__(self, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str,
+                 params: dict[str, Any]):
         self.p, self.encoder, self.device, self.cfg = cfg.translation, encoder, device, cfg
-        self.task = load_translation_task(root / base.prepared_dir / "greek_english",
-                                          vocab_dir(work_dir(root, "normalisation")), self.p.data,
-                                          seed=seed_for(base.seed, "normalisation", "data"))
+        self.translator = root / self.p.translator_dir
+        self.task = translation_task(params, root, base, self.p, vocab_dir(work_dir(root, "normalisation")))
         dev = self.task.dev
-        n = self.p.data.max_dev_pairs
+        n = self.p.max_dev_pairs
         self.dev_tuning = dev.subset(np.arange(min(len(dev), n))) if n else dev
         self.splits = {"train": self.task.train, "dev": self.task.dev, "test": self.task.test}
+        self.rec = translator_recipe_of(self.translator)
+
+    def model_config(self, normalisation: str) -> TranslatorConfig:
+        return dataclasses.replace(from_dict(TranslatorConfig, self.rec["config"], where=f"{self.translator}/model.json"),
+                                   normalisation=normalisation)
 
     def build(self, normalisation: str, seed: int) -> AttentionTranslator:
+        """The translator's network read as ``normalisation``, with the translator's weights."""
         t = self.task
-        return AttentionTranslator(dataclasses.replace(self.p.model, normalisation=normalisation), len(t.src_vocab),
-                                   len(t.tgt_vocab), eos=t.tgt_vocab.eos, pad=t.tgt_vocab.pad, seed=seed).to(self.device)
+        model = AttentionTranslator(self.model_config(normalisation), len(t.src_vocab), len(t.tgt_vocab),
+                                    eos=t.tgt_vocab.eos, pad=t.tgt_vocab.pad, seed=seed)
+        model.load_state_dict(torch.load(self.translator / "model.pt", map_location="cpu", weights_only=True))
+        return model.to(self.device)
 
     def recipe(self, normalisation: str) -> dict[str, Any]:
-        return {"kind": "translator", "config": dataclasses.asdict(dataclasses.replace(self.p.model, normalisation=normalisation)),
-                "sizes": {"n_src": len(self.task.src_vocab), "n_tgt": len(self.task.tgt_vocab)},
-                "eos": self.task.tgt_vocab.eos, "pad": self.task.tgt_vocab.pad,
-                "vocabularies": ["vocab/src.model", "vocab/tgt.model"]}
+        return recipe("translator", "attention", self.model_config(normalisation), self.rec["sizes"]) | {
+            "vocabularies": ["vocab/src.model", "vocab/tgt.model"]}
 
     def evaluate(self, model, method, split: str, tuning: bool = False) -> dict[str, Any]:
         ds = self.dev_tuning if tuning else self.splits[split]
         return evaluate_translation(model, method, ds, self.task.tgt_vocab, batch_size=self.cfg.eval_batch_size,
                                     device=self.device)
+
+
+def translator_recipe_of(folder: Path) -> dict[str, Any]:
+    meta = folder / "model.json"
+    if not meta.exists():
+        raise FileNotFoundError(f"{meta}: no translator (run the translator stage: dvc repro translator)")
+    rec = json.loads(meta.read_text()).get("recipe") or {}
+    if rec.get("kind") != "translator":
+        raise ConfigError(f"{meta}: not a translator's recipe (kind {rec.get('kind')!r})")
+    return rec
+
+
+def translation_task(params: dict[str, Any], root: Path, base: BaseConfig, p: TranslationPart, vocab: Path):
+    """The translator's task (its data settings and vocabularies, copied to ``vocab``) with this
+    part's subsample of training pairs; the whole dev and test splits."""
+    translator_recipe_of(root / p.translator_dir)                 # a clear error when there is no translator
+    data = dataclasses.replace(load_section(TranslatorStageConfig, "translator", params).data,
+                               max_train_pairs=p.max_train_pairs, max_dev_pairs=0)
+    src = root / p.translator_dir / "vocab"
+    if not vocab.exists():
+        copy_checkpoint(src, vocab)
+    task = load_translation_task(root / base.prepared_dir / "greek_english", vocab, data,
+                                 seed=seed_for(base.seed, "normalisation", "data"),
+                                 vocab_seed=seed_for(base.seed, "translator", "data"))     # the translator's
+    if task.stats.get("vocab_trained"):
+        raise RuntimeError(f"normalisation: the vocabularies in {src} do not match translator.data: re-run the "
+                           "translator stage")
+    return task
 
 
 def vocab_dir(models: Path) -> Path:
@@ -243,8 +287,11 @@ def vocab_dir(models: Path) -> Path:
     return models / "translation" / "vocab"
 
 
-def _part(name: str, *args) -> _Tagging | _Translation:
-    return {"tagging": _Tagging, "translation": _Translation}[name](*args)
+def _part(name: str, cfg: NormalisationConfig, root: Path, base: BaseConfig, encoder: str, device: str,
+          params: dict[str, Any]) -> _Tagging | _Translation:
+    if name == "tagging":
+        return _Tagging(cfg, root, base, encoder, device)
+    return _Translation(cfg, root, base, encoder, device, params)
 
 
 def check_config(params: dict[str, Any]) -> NormalisationConfig:
@@ -280,7 +327,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     model_seed = seed_for(base.seed, *name, "model")
     device = resolve_device(base.device)
     rootp = Path(root)
-    part = _part(part_name, cfg, rootp, base, encoder, device)
+    part = _part(part_name, cfg, rootp, base, encoder, device, params)
     p = part.p
     k = p.beam_size
     train_ds = part.task.train
@@ -388,6 +435,21 @@ def _summary(runs: list[dict[str, Any]], key: str, floor: float = 0.0) -> dict[s
     return out
 
 
+def _translator_summary(ctx: StageContext, p: TranslationPart) -> dict[str, Any]:
+    """What the report says of the translator every translation row starts from: its settings (from
+    its recipe), dev / test BLEU and learning curve (``metrics/translator.json``; ``{}`` parts when absent)."""
+    rec = translator_recipe_of(ctx.path(p.translator_dir))
+    path = ctx.path("metrics") / "translator.json"
+    t = json.loads(path.read_text()) if path.exists() else {}
+    c = rec["config"]
+    settings = (f"{c['embedding_dim']}-dim embeddings, {c['hidden']} hidden units, dropout {c['dropout']:g}, word "
+                f"dropout {c.get('word_dropout', 0):g}, output dropout {c.get('output_dropout', 0):g}, "
+                f"{'tied' if c.get('tie_embeddings') else 'untied'} target embeddings, "
+                f"{rec['sizes']['n_src']} / {rec['sizes']['n_tgt']} source / target subwords")
+    return {"settings": settings, **{k: t.get(k) for k in ("dev", "test", "best_epoch", "epochs", "curve", "beam_size",
+                                                            "min_bleu", "n_train")}}
+
+
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return runs[int(np.argmax([r["metrics"]["best_dev_score"] for r in runs]))]
 
@@ -446,8 +508,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     models = ctx.path(cfg.models_dir)
     mt = None
     if cfg.translation.enabled:                       # the subword vocabularies, once, before the trials
-        mt = load_translation_task(prepared / "greek_english", vocab_dir(ctx.work), cfg.translation.data,
-                                   seed=seed_for(ctx.base.seed, "normalisation", "data"))   # as the trials
+        vocab = vocab_dir(ctx.work)
+        if vocab.exists():
+            shutil.rmtree(vocab)                      # a fresh copy of the translator's
+        mt = translation_task(params, ctx.root, ctx.base, cfg.translation, vocab)   # as the trials
     pre_grid, search_grid = _grids(cfg)
     pre = run_grid(ctx, params, trial, "pretrain", pre_grid, max_concurrent=cfg.max_concurrent, resources=cfg.resources)
     warm = [r["run"] for r in pre if r["run"]["row"] in INITS]
@@ -507,6 +571,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         examples = [{"verse_id": mt.test.verse_ids[i], "source": mt.test.sources[i], "reference": mt.test.references[i],
                      "systems": {key: hyps(key, "test")[i] for key in outputs}} for i in sorted(int(x) for x in picks)]
         metrics["translation"] = {"metric": "bleu", "beam_size": cfg.translation.beam_size,
+                                  "translator": _translator_summary(ctx, cfg.translation),
+                                  "optim_epochs": cfg.translation.optim.epochs,
                                   "src_vocab": len(mt.src_vocab), "tgt_vocab": len(mt.tgt_vocab), "n_train": len(mt.train),
                                   "min_bleu": floor,
                                   "filtered": mt.stats, "signature": signature,

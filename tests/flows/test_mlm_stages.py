@@ -138,7 +138,10 @@ def _tiny_cmlm(params):
                   "max_source_len": 64, "max_target_len": 64, "tie_embeddings": True}
     # ~0.1 s an epoch: 10 epochs take the tiny model about 0.4 nats below the unigram baseline (2 do not reach it)
     c.setdefault("train", {}).update(lr=0.01, epochs=10, batch_size=8, warmup_steps=5, patience=10)
-    c.update(min_gain=0.0, max_decode_pairs=4, decode={"iterations": 2, "length_candidates": 1})
+    # the human targets (the distilled corpus is the translation chain's: tests/flows/test_translation_chain.py);
+    # min_bleu 0: a tiny model's BLEU on 4 verses is noise (the gate is tested below)
+    c.update(min_gain=0.0, min_bleu=0.0, max_decode_pairs=4, decode={"iterations": 2, "length_candidates": 1},
+             corpus="data/prepared/greek_english")
     c["sweep"] = {"num_samples": 1, "max_concurrent": 1, "metric": "best_dev_loss", "mode": "min",
                   "max_failures": 0, "resources": {"cpu": 1, "gpu": 0}}
     m = params["mcmc"]
@@ -167,6 +170,8 @@ def test_cmlm_then_mcmc_write_the_model_traces_and_report_and_cmlm_fails_when_it
             assert (model_dir / f).exists(), f
         assert c["learned_gain_nats"] > 0 and c["epochs"] >= 1
         assert _finite(c["dev_bleu_mask_predict"]["bleu"]) and len(c["dev_examples"]) == 4
+        assert _finite(c["test_bleu_mask_predict"]["bleu"])
+        assert [r["epoch"] for r in c["curve"]] == list(range(1, c["epochs"] + 1))   # the learning curve
 
         m = run_stage("mcmc", mcmc.run, params, root)
         cfg = mcmc.load_config(params)
@@ -196,6 +201,12 @@ def test_cmlm_then_mcmc_write_the_model_traces_and_report_and_cmlm_fails_when_it
             run_stage("cmlm", cmlm.run, params, root)
         errors = [p.read_text() for p in (root / ".ray_results/cmlm").rglob("error.txt")]
         assert errors and any("did not learn" in e for e in errors)
+
+        # a model under its dev BLEU bar fails the stage (after training: the bar is on mask-predict's BLEU)
+        params["cmlm"].update(min_gain=0.0, min_bleu=99.0)
+        params["cmlm"]["train"].update(epochs=10)          # as above: a model that learned, under a BLEU bar of 99
+        with pytest.raises(RuntimeError, match=r"did not learn to translate: dev BLEU .* under cmlm.min_bleu = 99"):
+            run_stage("cmlm", cmlm.run, params, root)
     finally:
         ray.shutdown()
 
@@ -277,9 +288,9 @@ def test_a_new_sampler_is_run_by_the_design_and_listed_by_the_report(tiny_root, 
     walk = [r for r in runs if r["scheme"] == "walk"]
     assert [r["name"] for r in walk] == ["main/walk", "temperature/walk/1.0", "temperature/walk/0.5", "full/walk"]
     assert all(r["sampler"] == "walk" and r["energy"] == "norm" for r in walk)
-    # every setting the sampler has, none it lacks (the full group's target annealing)
-    assert walk[0]["config"] == {"init": "uniform", "stride": 2}
-    assert walk[2]["config"] == {"init": "uniform", "stride": 2, "proposal_temperature": 0.5}
+    # every setting the sampler has, none it lacks (the full group's target annealing; mcmc.start_noise)
+    assert walk[0]["config"] == {"init": "warm", "stride": 2}
+    assert walk[2]["config"] == {"init": "warm", "stride": 2, "proposal_temperature": 0.5}
     assert walk[3]["config"] == {"init": "warm", "stride": 2, "proposal_temperature": 0.8}
     assert reg.build("walk", walk[3]["config"]) == WalkConfig(init="warm", proposal_temperature=0.8, stride=2)
     # the thesis's runs keep their names, order and configs

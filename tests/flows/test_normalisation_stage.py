@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from components.config import ConfigError
-from flows.stages import normalisation, prepare
+from flows.stages import normalisation, prepare, translator
 from flows.stages.common import run_stage
 
 GREEK = ["λόγος", "θεός", "ἦν", "ἐν", "ἀρχῇ", "καὶ", "ὁ", "πρὸς", "τὸν", "οὗτος"]
@@ -38,9 +38,11 @@ def _tiny(params):
              model={"hidden": 6, "label_dim": 3}, optim={"epochs": 1, "batch_size": 8},
              finetune={"epochs": 1, "batch_size": 8})
     m = n.setdefault("translation", {})
-    m.update(beam_size=2, space={}, examples=2, data={"src_vocab_size": 40, "tgt_vocab_size": 30, "max_dev_pairs": 0},
-             model={"embedding_dim": 8, "hidden": 8, "attention_dim": 8}, optim={"epochs": 1, "batch_size": 8},
+    m.update(beam_size=2, space={}, examples=2, max_train_pairs=0, max_dev_pairs=0, optim={"epochs": 1, "batch_size": 8},
              finetune={"epochs": 1, "batch_size": 8})
+    from tests.flows.test_translation_chain import tiny_translator     # the model every translation row starts from
+    tiny_translator(params, min_bleu=0.0)
+    params["translator"]["train"]["optim"].update(epochs=3)
     m["ss"] = {"ss_greedy": {"objective": "scheduled_sampling", "config": {"feed": "greedy", "decay_k": 10}},
                "dss_annealed_sample": {"objective": "soft_scheduled_sampling",
                                        "config": {"feed": "sample", "decay_k": 10, "alpha": {"init": 1.0, "anneal": 2.0}}}}
@@ -54,6 +56,7 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
     _parallel(root)
     import ray
     try:
+        run_stage("translator", translator.run, params, root)
         m = run_stage("normalisation", normalisation.run, params, root)
     finally:
         ray.shutdown()
@@ -98,7 +101,7 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
     (lambda n: n["translation"].update(beam_size=0), "beam_size"),
     (lambda n: n["translation"]["ss"].update(bad={"objective": "beam_dl"}), "ss.bad.objective"),
     (lambda n: n["translation"]["ss"]["ss_greedy"].update(config={"feed": "argmax"}), "ss_greedy.config.feed"),
-    (lambda n: n["translation"]["data"].update(src_vocab_size=0), "src_vocab_size"),
+    (lambda n: n["translation"].update(max_train_pairs=-1), "max_train_pairs"),
     (lambda n: n.update(trials=0), "trials must be >= 1"),
     (lambda n: n.update(seeds=[]), "at least one seed"),
 ])
@@ -108,6 +111,19 @@ def test_bad_configuration_is_rejected_before_work(tiny_root, edit, match):
     edit(params["normalisation"])
     with pytest.raises((ConfigError, ValueError), match=match):
         normalisation.check_config(params)
+
+
+def test_normalisation_without_a_translator_is_a_clear_error(tiny_root):
+    root, params = tiny_root
+    params = _tiny(params)
+    run_stage("prepare", prepare.run, params, root)
+    _parallel(root)
+    import ray
+    try:
+        with pytest.raises(FileNotFoundError, match="models/translator"):
+            run_stage("normalisation", normalisation.run, params, root)
+    finally:
+        ray.shutdown()
 
 
 def test_unprepared_task_is_a_clear_error(tiny_root):

@@ -10,7 +10,8 @@ from components.reports.goyal_mlm import (MIN_BLEU, NOT_DISTINGUISHABLE, NOT_REP
                                           PAPER_TABLE6_5, PAPER_TABLE6_6, PARTIAL, REPRODUCED, VERDICTS, figure_6_1,
                                           figure_6_2, figure_6_3, figure_6_4, findings, findings_table, readme,
                                           spearman, table_6_1, table_6_2, table_6_3, table_6_4, table_6_5, table_6_6,
-                                          table_figure_6_1, table_figure_6_2, table_mixing, write_report)
+                                          table_figure_6_1, table_figure_6_2, table_mixing, write_report,
+                                          cmlm_curve_text, figure_cmlm_curve)
 
 SYNTH = ("p-1k", "p-10k", "h-1k", "h-10k", "h-1k+", "h-10k+")
 BURN, SWEEPS = 7, 26
@@ -321,7 +322,8 @@ def test_write_report(tmp_path: Path):
     (deg,) = _runs(m, "main", "deg")
     deg["e_norm"], deg["bleu"] = 10.0, 30.0                      # claim 4 no longer holds
     out = write_report(ex, m, tmp_path / "report")
-    assert set(out) == {"README.md", "figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png"}
+    assert set(out) == {"README.md", "figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png",
+                        "cmlm_curve.png"}
     for name, p in out.items():
         assert isinstance(p, Path) and p.parent == tmp_path / "report" and p.stat().st_size > 0
         if name.endswith(".png"):
@@ -331,8 +333,9 @@ def test_write_report(tmp_path: Path):
     for heading in ("## What was run", "## Table 6.1", "## Figure 6.1", "## Figure 6.2", "## Table 6.2",
                     "## Table 6.3", "## Table 6.4", "## Table 6.5", "## Table 6.6", "## Mixing", "## Findings"):
         assert heading in md
-    for png in ("figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png"):
+    for png in ("figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png", "cmlm_curve.png"):
         assert f"({png})" in md
+    assert "No learning curve of the CMLM was recorded" in md        # _mcmc() has no model.curve
     assert "Greek→English New Testament" in md and "patterns" in md and "burn_in: 7" in md
     assert "| claim | thesis's evidence | ours | verdict |" in md
     assert "**reproduced**" in md and "**not reproduced**" in md
@@ -377,3 +380,101 @@ def test_an_unknown_scheme_is_listed_with_the_callers_label_and_a_default_colour
         close(fig)
     out = write_report(_exact(), m, tmp_path / "report", labels)
     assert "a new sampler" in out["README.md"].read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# starts (Figure 6.2's random start beside the main group) and the CMLM's learning curve
+WARM = {"init": "warm", "start_noise": 0.2}
+UNIFORM = {"init": "uniform", "start_noise": 0.0}
+
+
+def _with_random_start(m):
+    for r in m["runs"]:
+        if r["group"] == "main":
+            r["config"] = dict(WARM)
+    m["runs"] += [_r("random_start", "raw", e_norm=43.0) | {"config": dict(UNIFORM)},
+                  _r("random_start", "norm", e_norm=42.0) | {"config": dict(UNIFORM)},
+                  _r("random_start", "deg", e_norm=91.0, bleu=4.0) | {"config": dict(UNIFORM)}]
+    return m
+
+
+def test_figure_6_2_shows_the_random_start_rows_and_says_how_each_run_started():
+    m = _with_random_start(_mcmc())
+    f2 = table_figure_6_2(m)
+    _assert_well_formed(f2)
+    assert "| MH, E_raw (raw) | 41.00 |" in f2 and "| MH, E_raw (raw), random start | 43.00 |" in f2
+    assert "| degenerate Gibbs (deg), random start | 91.00 | 4.00 |" in f2
+    assert f2.index("| degenerate Gibbs (deg) |") < f2.index("| MH, E_raw (raw), random start |")
+    assert "| warm + noise 0.2 |" in f2 and "| uniform random, shared |" in f2
+    assert "main: the warm start" in f2 and "probability 0.2" in f2
+    assert "random start: one uniform random sequence per sentence, shared by its chains, no perturbation" in f2
+    # with no random_start runs: no such rows, and a start not recorded says so
+    plain = table_figure_6_2(_mcmc())
+    assert "random start" not in plain.split("\n\n")[0] and "main: not recorded" in plain
+    fig = figure_6_2(m)
+    try:
+        assert [len(a.lines) for a in fig.axes] == [6, 6]
+        dashed = {ln.get_label(): ln.get_linestyle() for ln in fig.axes[0].get_lines()}
+        assert dashed["degenerate Gibbs (deg), random start"] == "--" and dashed["degenerate Gibbs (deg)"] == "-"
+    finally:
+        close(fig)
+    # every finding but (5) reads the main group; (5), Figure 6.2's "deg degrades", reads the random start
+    # (the thesis's chains share one random start) when it ran
+    with_rs, without = findings(_exact(), m), findings(_exact(), _mcmc())
+    five = [i for i, r in enumerate(with_rs) if r["claim"].startswith("(5)")]
+    assert len(five) == 1
+    assert [r for i, r in enumerate(with_rs) if i not in five] == [r for i, r in enumerate(without) if i not in five]
+    assert with_rs[five[0]]["ours"].startswith("random_start group") and without[five[0]]["ours"].startswith("main group")
+
+
+CURVE = [{"epoch": 1, "dev_token_loss": 5.0, "dev_unigram_loss": 5.5, "dev_bleu": 0.5},
+         {"epoch": 2, "dev_token_loss": 3.5, "dev_unigram_loss": 5.4, "dev_bleu": 4.0},
+         {"epoch": 3, "dev_token_loss": 3.0, "dev_unigram_loss": 5.4, "dev_bleu": None},
+         {"epoch": 4, "dev_token_loss": 3.25, "dev_unigram_loss": 5.4, "dev_bleu": 6.5}]
+
+
+def test_cmlm_learning_curve_figure_and_text(tmp_path: Path):
+    m = _mcmc()
+    m["model"]["curve"] = copy.deepcopy(CURVE)
+    text = cmlm_curve_text(m)
+    assert "(4 epoch(s))" in text and "5.00 (epoch 1) → 3.25 (epoch 4)" in text
+    assert "best 3.00 at epoch 3, against the unigram loss 5.40 there (gain 2.40 nats)" in text
+    assert "Dev BLEU (mask-predict) 0.50 (epoch 1) → 6.50 (epoch 4); best 6.50." in text
+    fig = figure_cmlm_curve(m)
+    try:
+        ax, ax_b = fig.axes
+        assert [list(ln.get_xdata()) for ln in ax.get_lines()] == [[1, 2, 3, 4], [1, 2, 3, 4]]
+        assert list(ax.get_lines()[0].get_ydata()) == [5.0, 3.5, 3.0, 3.25]
+        assert list(ax_b.get_lines()[0].get_xdata()) == [1, 2, 4]            # no BLEU at epoch 3
+        assert {t.get_text() for t in ax.get_legend().get_texts()} == {
+            "dev masked-token loss", "dev unigram loss (no context)", "dev BLEU (mask-predict)"}
+    finally:
+        close(fig)
+    # old metrics: no dev_bleu at all -> one axis, and the text says so
+    for e in m["model"]["curve"]:
+        del e["dev_bleu"]
+    assert "No per-epoch dev BLEU was recorded." in cmlm_curve_text(m)
+    fig = figure_cmlm_curve(m)
+    try:
+        assert len(fig.axes) == 1 and len(fig.axes[0].get_lines()) == 2
+    finally:
+        close(fig)
+    # absent: a sentence, and a figure that says so
+    for absent in (None, {}, {"model": {"dev_masked_loss": 2.0}}, {"model": {"curve": None}}):
+        assert "No learning curve of the CMLM was recorded" in cmlm_curve_text(absent)
+        fig = figure_cmlm_curve(absent)
+        try:
+            assert not fig.axes[0].get_lines() and "not recorded" in fig.axes[0].texts[0].get_text()
+        finally:
+            close(fig)
+    # the report: the figure beside the others, referenced in the README; the model line leaves the curve out
+    m = _with_random_start(_mcmc())
+    m["model"]["curve"] = copy.deepcopy(CURVE)
+    out = write_report(_exact(), m, tmp_path / "report")
+    assert out["cmlm_curve.png"].parent == out["figure_6_2.png"].parent
+    assert out["cmlm_curve.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = out["README.md"].read_text()
+    assert "![CMLM learning curve](cmlm_curve.png)" in md and "gain 2.40 nats" in md
+    assert "dev_token_loss" not in md.split("## Table 6.1")[0]
+    assert "| MH, E_norm (norm), random start |" in md.split("## Figure 6.2")[1].split("## Table 6.2")[0]
+    _assert_well_formed(md)

@@ -30,8 +30,15 @@ with the MLM's own conditionals as proposal, and the degenerate Gibbs sampler.
   that of the MLM's conditionals, in general NOT ``pi`` (the tests measure the gap exactly).
 
 Init: ``"uniform"`` (i.i.d. uniform over the model's allowed ids), ``"warm"`` (greedy argmax
-of the MLM's conditionals of the all-[MASK] sequence, Algorithm 4 line 3) or ``y0``; every chain
-of an instance starts from the same sequence (the thesis) unless ``shared_start=False``. A block
+of the MLM's conditionals of the all-[MASK] sequence, Algorithm 4 line 3: mask-predict with one
+iteration at the batch's lengths) or ``y0``; every chain of an instance starts from the same
+sequence (the thesis) unless ``shared_start=False``. ``start_noise`` s in [0, 1): then each chain's
+start (whichever way it was built, ``y0`` included) independently has each valid position
+replaced, with probability s, by a uniform draw over the allowed ids (possibly the same id), from
+the sampler's seeded generator: over-dispersed starts for R-hat (which assumes chains started
+apart): warm start plus independent random perturbations. A start law with s > 0 gives every
+sequence of allowed ids positive probability (at least ``(s / |allowed|)^n``); s = 0 draws
+nothing, so the chains are exactly those without the setting. A block
 larger than a sequence is an error unless ``clip_block``. State: :class:`MLMChainState` (adds the
 model's ``context`` and ``rows``, the instance of each flattened row ``c * B + b``). Stats per
 sweep [C, B]: ``accepted`` and ``novel`` (accepted AND different from the current state; the
@@ -130,13 +137,14 @@ class GibbsMLMConfig:
     block_size_final: int | None = None     # None: constant; else linear anneal to it ...
     block_anneal_sweeps: int = 0            # ... reached at this sweep
     clip_block: bool = False                # a block larger than a sequence is cut to its length
+    start_noise: float = 0.0                # per chain and valid position: P(replaced by a uniform allowed id)
 
     def __post_init__(self):
         name = type(self).__name__
         if self.init not in _MLM_INITS:
             raise field_error(self, "init", f"must be one of {_MLM_INITS}, got {self.init!r}")
         check_range(self, positive=("proposal_temperature", "block_size"), nonnegative=("block_anneal_sweeps",),
-                    within={"top_p": "(0, 1]", "block_size_final": "[1, inf)"})
+                    within={"top_p": "(0, 1]", "block_size_final": "[1, inf)", "start_noise": "[0, 1)"})
         if self.block_size_final is not None and self.block_size_final != self.block_size \
                 and self.block_anneal_sweeps == 0:
             raise field_error(self, "block_anneal_sweeps", f"must be >= 1 to anneal the block size from "
@@ -215,10 +223,21 @@ class _MLMKernel:
             zeros = torch.zeros(B, N, dtype=torch.long, device=mask.device)
             logits = energy.proposal_logits(ctx, zeros, mask, torch.arange(B, device=mask.device), mask)
             y = logits.argmax(-1).masked_fill(~mask, 0).expand(C, B, N).clone()
+        if cfg.start_noise > 0:                                         # over-dispersed starts (module doc)
+            y = self._perturb(y, mask, allowed, cfg.start_noise, g)
         rows = torch.arange(B, device=mask.device).repeat(C)
         e = energy.score(ctx, y.reshape(C * B, N), mask.repeat(C, 1), rows).detach().view(C, B)
         return MLMChainState(y=y, energy=e, batch=batch, energy_fn=energy, mask=mask, n_labels=V,
                              temperature=temperature_at(cfg, 0), generator=g, context=ctx, rows=rows)
+
+    @staticmethod
+    def _perturb(y: Tensor, mask: Tensor, allowed: Tensor, noise: float, g: torch.Generator) -> Tensor:
+        """``y`` long [C, B, N] with each valid position (``mask`` [B, N]) of each chain replaced, with
+        probability ``noise`` and independently, by a uniform draw over the allowed ids (from ``g``)."""
+        ids = allowed.nonzero()[:, 0]
+        hit = torch.rand(y.shape, generator=g, device=y.device, dtype=torch.float64) < noise
+        draw = ids[torch.randint(0, len(ids), y.shape, generator=g, device=y.device)]
+        return torch.where(hit & mask, draw, y)
 
     @staticmethod
     def _check_y0(y0: Tensor, C: int, mask: Tensor, V: int, allowed: Tensor, who: str) -> Tensor:

@@ -1,0 +1,107 @@
+"""The translation chain at tiny sizes: ``translator`` (a small-data attention translator, its
+did-not-learn guard) -> ``distil`` (the training verses translated: one target per training
+source, the splits kept, no dev or test verse used to train)."""
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from components.config import ConfigError
+from flows.stages import distil, translator
+from flows.stages.common import run_stage
+from tests.flows.test_normalisation_stage import _parallel
+
+
+def tiny_translator(params, **over):
+    """A translator that learns the tiny word-for-word corpus of ``_parallel`` in a few seconds."""
+    t = params.setdefault("translator", {})
+    t.update(data={"src_vocab_size": 40, "tgt_vocab_size": 30}, beam_size=2, min_bleu=1.0, eval_batch_size=16,
+             model={"embedding_dim": 16, "hidden": 16, "attention_dim": 16, "dropout": 0.0, "word_dropout": 0.0,
+                    "output_dropout": 0.0, "tie_embeddings": True},
+             train={"optim": {"lr": 0.02, "epochs": 15, "patience": 15, "batch_size": 8},
+                    "objective": {"label_smoothing": 0.1}},
+             sweep={"num_samples": 1, "max_concurrent": 1, "metric": "best_dev_bleu", "mode": "max",
+                    "max_failures": 0, "resources": {"cpu": 1, "gpu": 0}})
+    t.update(over)
+    return params
+
+
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _run(name, fn, params, root):
+    import ray
+    try:
+        return run_stage(name, fn, params, root)
+    finally:
+        ray.shutdown()
+
+
+def test_translator_then_distil_write_one_target_per_training_source_and_keep_the_splits(tiny_root, one_thread):
+    root, params = tiny_root
+    params = tiny_translator(params)
+    _parallel(root)
+    m = _run("translator", translator.run, params, root)
+    assert m["dev"]["beam"]["bleu"] >= 1.0 and m["test"]["beam"]["signature"].startswith("nrefs:1")
+    assert [c["epoch"] for c in m["curve"]] == list(range(1, m["epochs"] + 1))      # the learning curve
+    assert all(0.0 <= c["dev_bleu"] <= 100.0 for c in m["curve"])
+    folder = root / "models/translator"
+    assert (folder / "vocab/tgt.model").exists() and (folder / "model.pt").exists()
+    assert json.loads((folder / "model.json").read_text())["recipe"]["kind"] == "translator"
+
+    d = _run("distil", distil.run, params, root)
+    prepared, out = root / "data/prepared/greek_english", root / "data/distilled/greek_english"
+    src = pq.read_table(prepared / "train.parquet").to_pydict()
+    got = pq.read_table(out / "train.parquet").to_pydict()
+    assert got["verse_id"] == src["verse_id"]                    # one target per training source, in order
+    assert got["source"] == src["source"]                        # sources unchanged
+    assert d["verses"] == len(src["verse_id"]) == d["translated"]
+    assert any(t != s for t, s in zip(got["target"], src["target"]))   # the targets are the translator's
+    for split in ("dev", "test"):                                # dev and test: the human references, untouched
+        assert (out / f"{split}.parquet").read_bytes() == (prepared / f"{split}.parquet").read_bytes()
+    held_out = set(pq.read_table(prepared / "dev.parquet").column("verse_id").to_pylist()) | \
+        set(pq.read_table(prepared / "test.parquet").column("verse_id").to_pylist())
+    assert not held_out & set(got["verse_id"])                  # no dev or test verse trains the CMLM
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["verses"] == len(src["verse_id"]) and 0.0 <= meta["train_bleu_vs_references"] <= 100.0
+
+
+def test_a_translator_under_its_bleu_bar_fails_the_stage(tiny_root, one_thread):
+    root, params = tiny_root
+    params = tiny_translator(params, min_bleu=99.0)
+    params["translator"]["train"]["optim"].update(epochs=1)
+    _parallel(root)
+    with pytest.raises(RuntimeError, match="did not learn"):
+        _run("translator", translator.run, params, root)
+    assert not (root / "models/translator/model.pt").exists()
+    assert not (root / "metrics/translator.json").exists()
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda t: t.update(min_bleu=-1), "min_bleu"),
+    (lambda t: t["model"].update(word_dropout=1.0), "word_dropout"),
+    (lambda t: t["train"]["objective"].update(label_smoothing=1.0), "label_smoothing"),
+    (lambda t: t["sweep"].update(space={"translator.train.optim.lrr": {"type": "choice", "values": [1]}}),
+     "unknown key"),
+    (lambda t: t["sweep"].update(metric="dev_loss"), "metric"),
+])
+def test_bad_translator_settings_fail_before_work(tiny_root, edit, match):
+    root, params = tiny_root
+    params = tiny_translator(params)
+    edit(params["translator"])
+    with pytest.raises((ConfigError, ValueError), match=match):
+        translator.load_config(params)
+
+
+def test_distil_without_a_translator_is_a_clear_error(tiny_root):
+    root, params = tiny_root
+    params = tiny_translator(params)
+    _parallel(root)
+    with pytest.raises(FileNotFoundError, match="models/translator"):
+        run_stage("distil", distil.run, params, root)
