@@ -285,7 +285,7 @@ def test_design_starts_warm_with_noise_and_random_start_is_uniform_without():
         assert runs[f"random_start/{s}"]["config"] == {"init": "uniform", "start_noise": 0.0}
         assert runs[f"random_start/{s}"]["sampler"] == runs[f"main/{s}"]["sampler"]
         assert runs[f"random_start/{s}"]["energy"] == runs[f"main/{s}"]["energy"]
-        assert runs[f"full/{s}"]["config"]["init"] == "warm" and runs[f"full/{s}"]["config"]["start_noise"] == 0.2
+        assert runs[f"full/{s}"]["config"]["init"] == "warm" and runs[f"full/{s}"]["config"]["start_noise"] == 0.0   # Table 6.6: Algorithm 4 exactly
     assert runs["temperature/norm/2.0"]["config"] == {"init": "warm", "start_noise": 0.2, "proposal_temperature": 2.0}
     # both samplers take the keys; temperature 1 is still the main run
     for r in runs.values():

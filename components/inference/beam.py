@@ -54,11 +54,13 @@ alpha <= 0.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 import torch
 
+from components.config import field_error
 from components.inference.base import InferenceResult, check
 from components.models.step_scorer import (NORMALISATIONS, BeamState, Normalisation, StepScorer, check_beam_size,
                                            check_labels, check_mask, eos_of, reading, step_scores)
@@ -160,11 +162,23 @@ def greedy(scorer: StepScorer, batch: Any) -> SearchResult:
     return SearchResult(labels, total, labels[:, None], total[:, None], lengths=length, beam_lengths=length[:, None])
 
 
-def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
+def length_normaliser(lengths: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Wu et al. (2016)'s length penalty lp(|Y|) = ((5 + |Y|) / 6)^alpha (1 at alpha = 0)."""
+    return ((5.0 + lengths.to(torch.float64)) / 6.0) ** float(alpha)
+
+
+def beam_search(scorer: StepScorer, batch: Any, k: int, length_penalty: float = 0.0) -> SearchResult:
     """Hard beam search of size ``k`` (Goyal et al. 2018 Alg. 1), batched over instances and items:
     each step's k x V candidates s_i + f(h_i, v) are cut to the top k; states follow the hard
-    backpointers. The beam starts from one hypothesis (the other k-1 at -inf)."""
+    backpointers. The beam starts from one hypothesis (the other k-1 at -inf).
+
+    ``length_penalty`` alpha > 0 (an eos scorer's translations): candidates are ranked, and the best
+    item picked, by s / lp(length) (:func:`length_normaliser`), so a hypothesis that finished early
+    no longer crowds out longer ones by the sum of fewer log-probabilities (the beam's bias to short
+    outputs); the scores returned stay the raw sums s. At alpha = 0 the ranking is s itself."""
     check_beam_size(k)
+    if not (length_penalty >= 0.0 and math.isfinite(length_penalty)):
+        raise ValueError(f"beam_search: length_penalty must be a finite number >= 0, got {length_penalty}")
     eos = eos_of(scorer)
     state, mask = scorer.start(batch, k)
     check_mask(mask)
@@ -185,7 +199,14 @@ def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
         if eos is not None:
             scores = _only_eos(scores, finished, eos, float("-inf"))
         cand = (s[:, :, None] + scores).reshape(B, k * V)
-        vals, idx = cand.topk(k, dim=-1)
+        if length_penalty > 0.0:
+            # a candidate's length after this step: a finished item's stays (its forced eos is free)
+            after = (blen + (~finished).long())[:, :, None].expand(B, k, V).reshape(B, k * V)
+            rank = cand / length_normaliser(after, length_penalty).to(cand.dtype)
+            _, idx = rank.topk(k, dim=-1)
+            vals = cand.gather(1, idx)
+        else:
+            vals, idx = cand.topk(k, dim=-1)
         b_t, y_t = idx // V, idx % V
         active = mask[:, t, None]
         s = torch.where(active, vals, s)
@@ -202,7 +223,7 @@ def beam_search(scorer: StepScorer, batch: Any, k: int) -> SearchResult:
                 break
         prev = scorer.embed_ids(y_t)
     beam_labels = _follow(back, toks)
-    best = s.argmax(-1)
+    best = (s / length_normaliser(blen, length_penalty).to(s.dtype) if length_penalty > 0.0 else s).argmax(-1)
     rows = torch.arange(B, device=dev)
     return SearchResult(beam_labels[rows, best], s.gather(1, best[:, None])[:, 0], beam_labels, s,
                         lengths=blen[rows, best], beam_lengths=blen)
@@ -327,9 +348,12 @@ class GreedyConfig:
 @dataclass(frozen=True)
 class BeamConfig:
     k: int = 3
+    length_penalty: float = 0.0      # Wu et al. (2016)'s alpha; 0 = rank by the raw score (the papers' beam)
 
     def __post_init__(self):
         check_beam_size(self.k)
+        if not (self.length_penalty >= 0.0 and math.isfinite(self.length_penalty)):
+            raise field_error(self, "length_penalty", f"must be a finite number >= 0, got {self.length_penalty}")
 
 
 @dataclass(frozen=True)
@@ -362,7 +386,7 @@ class BeamDecoder:
 
     def __call__(self, scorer: StepScorer, batch: Any):
         check(self, scorer)
-        return _result(beam_search(scorer, batch, self.cfg.k))
+        return _result(beam_search(scorer, batch, self.cfg.k, self.cfg.length_penalty))
 
 
 class SoftBeamDecoder:

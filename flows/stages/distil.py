@@ -1,8 +1,8 @@
 """Stage ``distil``: sequence-level knowledge distillation (Kim & Rush 2016) of the translator into
 the conditional MLM's training data, as Mask-Predict trains (Ghazvininejad et al. 2019, Sec. 4.1).
 
-The ``translator`` stage's model translates every training verse's Greek (beam search,
-``distil.beam_size``); those translations replace the English references as the training targets
+The ``translator`` stage's model translates every training verse's Greek (beam search with the
+beam size and length penalty that stage chose on dev); those translations replace the English references as the training targets
 the ``cmlm`` stage learns from. Dev and test are copied unchanged (their references stay the human
 ones: every BLEU is against them), so no dev or test verse trains either model.
 
@@ -56,8 +56,12 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     device = resolve_device(ctx.base.device)
     model = load_model(model_dir, device=str(device), expect="translator")
     t0 = time.perf_counter()
-    hyps, seconds = translate(model, INFERENCE.build_with("beam", {"k": cfg.beam_size}), task.train, task.tgt_vocab,
-                              batch_size=cfg.batch_size, device=device)
+    decoding_path = model_dir / "decoding.json"
+    if not decoding_path.exists():
+        raise FileNotFoundError(f"{decoding_path}: the translator's beam settings are missing (re-run the translator stage)")
+    decoding = json.loads(decoding_path.read_text())
+    beam = INFERENCE.build_with("beam", {"k": int(decoding["beam_size"]), "length_penalty": float(decoding["length_penalty"])})
+    hyps, seconds = translate(model, beam, task.train, task.tgt_vocab, batch_size=cfg.batch_size, device=device)
     by_verse = dict(zip(task.train.verse_ids, hyps))
     ids, sources, _ = read_parallel(prepared / "train.parquet")
     missing = [v for v in ids if v not in by_verse]
@@ -87,7 +91,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         if (ctx.path("metrics") / "translator.json").exists() else {}
     meta = {"verses": n, "translated": len(hyps), "not_translated_empty_side": missing[:10],
             "empty_translations": len(empty), "empty_verse_ids": empty[:10],
-            "detokenised_form_changed": changed, "beam_size": cfg.beam_size,
+            "detokenised_form_changed": changed, **decoding,
             "train_bleu_vs_references": fit.score, "signature": fit.signature,
             "translator_dev_bleu": (translator.get("dev", {}).get("beam") or {}).get("bleu"),
             "translator_test_bleu": (translator.get("test", {}).get("beam") or {}).get("bleu"),

@@ -54,6 +54,11 @@ def test_translator_then_distil_write_one_target_per_training_source_and_keep_th
     folder = root / "models/translator"
     assert (folder / "vocab/tgt.model").exists() and (folder / "model.pt").exists()
     assert json.loads((folder / "model.json").read_text())["recipe"]["kind"] == "translator"
+    # the beam's length penalty: the dev-best of those tried, recorded for the distil stage
+    tried = m["dev_bleu_by_length_penalty"]
+    assert len(tried) == len(translator.TranslatorStageConfig().length_penalties)
+    assert m["dev"]["beam"]["bleu"] == pytest.approx(max(tried.values()))
+    assert json.loads((folder / "decoding.json").read_text()) == {"beam_size": 2, "length_penalty": m["length_penalty"]}
 
     d = _run("distil", distil.run, params, root)
     prepared, out = root / "data/prepared/greek_english", root / "data/distilled/greek_english"
@@ -70,6 +75,7 @@ def test_translator_then_distil_write_one_target_per_training_source_and_keep_th
     assert not held_out & set(got["verse_id"])                  # no dev or test verse trains the CMLM
     meta = json.loads((out / "meta.json").read_text())
     assert meta["verses"] == len(src["verse_id"]) and 0.0 <= meta["train_bleu_vs_references"] <= 100.0
+    assert meta["length_penalty"] == m["length_penalty"] and meta["beam_size"] == 2
 
 
 def test_a_translator_under_its_bleu_bar_fails_the_stage(tiny_root, one_thread):
@@ -105,3 +111,24 @@ def test_distil_without_a_translator_is_a_clear_error(tiny_root):
     _parallel(root)
     with pytest.raises(FileNotFoundError, match="models/translator"):
         run_stage("distil", distil.run, params, root)
+
+
+def test_translator_tuning_is_an_optuna_study_kept_in_the_project_storage(tiny_root, one_thread):
+    """With a sweep space the translator's trials are an Optuna study on dev BLEU in the project's
+    study storage (what `make dashboard` shows and a re-run resumes), the best trial's model kept."""
+    import optuna
+
+    from flows.study_storage import study_storage_url
+    root, params = tiny_root
+    params = tiny_translator(params, min_bleu=0.0)
+    params["translator"]["train"]["optim"].update(epochs=2)
+    params["translator"]["sweep"].update(num_samples=2, max_concurrent=2, space={
+        "translator.train.optim.lr": {"type": "choice", "values": [0.01, 0.02]}})
+    _parallel(root)
+    m = _run("translator", translator.run, params, root)
+    assert set(m["best_config"]) == {"translator.train.optim.lr"}
+    studies = optuna.get_all_study_summaries(study_storage_url(root))
+    assert len(studies) == 1 and studies[0].n_trials == 2
+    done = [t for t in optuna.load_study(study_name=studies[0].study_name, storage=study_storage_url(root)).trials
+            if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 2 and max(t.value for t in done) == pytest.approx(max(c["dev_bleu"] for c in m["curve"]))

@@ -279,3 +279,85 @@ def test_decoders_with_eos_on_the_translator_match_enumeration():
     for row in range(2):
         assert soft.labels[row, :int(res.lengths[row])].tolist() == res.labels[row, :int(res.lengths[row])].tolist()
         assert float(res.score[row]) >= float(g.score[row]) - 1e-9     # the exact best beats greedy
+
+
+# -- small-data settings (Sennrich & Zhang 2019) -------------------------------------------------------
+SMALL_DATA = TranslatorConfig(embedding_dim=6, hidden=5, attention_dim=4, dropout=0.0, word_dropout=0.3,
+                              output_dropout=0.2, tie_embeddings=True)
+
+
+def test_tied_output_layer_reads_the_target_embeddings():
+    """raw = E_tgt (P [h ; ctx ; y]) + b: the output weights are the embedding matrix, so a change to
+    one target embedding moves that symbol's scores and no other's."""
+    m = model(SMALL_DATA)
+    assert not hasattr(m, "out") and m.out_proj.out_features == SMALL_DATA.embedding_dim
+    feats = torch.randn(3, 2, m.out_proj.in_features)
+    before = m.output(feats)
+    with torch.no_grad():
+        m.tgt_embed.weight[4] += 1.0
+    after = m.output(feats)
+    changed = (after - before).abs().amax((0, 1)) > 1e-6
+    assert changed.tolist() == [i == 4 for i in range(N_TGT)]
+    expected = m.out_proj(feats) @ m.tgt_embed.weight.T + m.out_bias
+    torch.testing.assert_close(after, expected)
+
+
+def test_word_and_output_dropout_act_in_training_only():
+    batch = make_batch(SOURCES, TARGETS)
+    m = model(SMALL_DATA)
+    ref = teacher_forced(m, batch)                      # eval: deterministic
+    torch.testing.assert_close(teacher_forced(m, batch), ref)
+    m.train()
+    torch.manual_seed(0)
+    assert (teacher_forced(m, batch) - ref).abs().max() > 1e-4
+    # word dropout zeroes whole embeddings at its rate (no rescaling)
+    ids = torch.randint(1, N_TGT, (200, 50))
+    x = m.embed_ids(ids)
+    dropped = (x == 0).all(-1).float().mean().item()
+    n = ids.numel()
+    assert abs(dropped - 0.3) < 4 * (0.3 * 0.7 / n) ** 0.5
+    kept = ~(x == 0).all(-1)
+    torch.testing.assert_close(x[kept], m.tgt_embed(ids)[kept])
+
+
+def test_small_data_settings_are_checked_by_name():
+    for key, bad in (("word_dropout", 1.0), ("output_dropout", -0.1)):
+        with pytest.raises(ValueError, match=key):
+            TranslatorConfig(**{key: bad})
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0])
+def test_length_normalised_beam_picks_the_best_normalised_hypothesis_of_the_enumeration(alpha):
+    """A beam wide enough to keep every hypothesis, ranking by s / lp(|y|) (Wu et al. 2016), returns
+    the enumeration's argmax of the normalised score with its raw teacher-forced score; alpha 0 is
+    the plain beam."""
+    import itertools
+
+    from components.inference.beam import beam_search, length_normaliser
+    from tests.step_scorers import score_of
+    V, eos = 3, 2
+    m = build_translator(TINY, N_SRC, V, eos=eos, seed=1).double().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(2.0)                             # a model whose raw-score beam stops at once on row 0
+    words = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    horizon = torch.tensor([[1, 1, 1], [1, 1, 0]]).bool()
+    batch = Batch(words, words != 0, torch.zeros(2, 3, dtype=torch.long), horizon.clone(), horizon)
+    with torch.no_grad():
+        res = beam_search(m, batch, 15, length_penalty=alpha)
+        plain = beam_search(m, batch, 15)
+        same = beam_search(m, batch, 15, length_penalty=0.0)
+    assert torch.equal(plain.labels, same.labels) and torch.equal(plain.beam_scores, same.beam_scores)
+    assert plain.lengths[0] == 1                    # the plain beam's short bias: eos first ...
+    for row, T in ((0, 3), (1, 2)):
+        outs = [p + (eos,) for n in range(T) for p in itertools.product((0, 1), repeat=n)]
+        outs += list(itertools.product((0, 1), repeat=T))
+        norm = {h: score_of(m, batch, row, h) / float(length_normaliser(torch.tensor(len(h)), alpha)) for h in outs}
+        best = max(norm, key=norm.get)
+        n = int(res.lengths[row])
+        assert tuple(res.labels[row, :n].tolist()) == best
+        assert float(res.score[row]) == pytest.approx(score_of(m, batch, row, best), abs=1e-9)
+    if alpha >= 2.0:                                # ... which the normalised ranking overturns
+        assert int(res.lengths[0]) > 1
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_search(m, batch, 2, length_penalty=-1.0)

@@ -9,7 +9,7 @@ from components.reports.goyal_2019 import (BUCKETS, DID_NOT_TRAIN, DOES_NOT_HOLD
                                            NOT_RUN, PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLE3_1_MT,
                                            PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6, ROWS, VERDICTS, examples_section,
                                            findings, findings_table, length_figure, readme, table1, table_breakdown,
-                                           table_length, table_mt, table_ss, table_tagging, tagging_figure,
+                                           table_length, table_mt, table_ss, table_tagging, tagging_figure, translator_figure,
                                            write_report)
 
 SS = ("ce", "ss_greedy", "ss_sample", "dss_fixed_greedy", "dss_fixed_sample", "dss_annealed_greedy",
@@ -347,7 +347,7 @@ def test_write_report(tmp_path: Path):
     m = _paper_like()
     m["translation"]["rows"]["regular"]["global"] = _e(28.0)          # claim 5 no longer holds
     out = write_report(m, tmp_path / "report")
-    assert set(out) == {"README.md", "tables_2_3.png", "table_6.png"}
+    assert set(out) == {"README.md", "tables_2_3.png", "table_6.png", "translator_curve.png"}
     for p in map(Path, out.values()):
         assert p.exists() and p.stat().st_size > 0 and p.parent == tmp_path / "report"
     assert Path(out["tables_2_3.png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -359,6 +359,28 @@ def test_write_report(tmp_path: Path):
     assert "| claim | task | paper | ours | verdict |" in md
     assert "**holds**" in md and "**does not hold**" in md
     assert EXAMPLE_OUTPUT in md and "![" in md and "(tables_2_3.png)" in md and "(table_6.png)" in md
+    assert "## The translator every translation row starts from" in md and "not run (no translator)" in md
+
+
+def test_the_translator_section_shows_its_bleu_length_penalty_and_curve(tmp_path: Path):
+    m = _paper_like()
+    curve = [{"epoch": e, "train_loss": 6.0 - e, "dev_bleu": 1.0 + e} for e in range(1, 5)]
+    bleu = lambda b, bp: {"bleu": b, "bp": bp, "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}  # noqa: E731
+    m["translation"]["translator"] = {"settings": "128-dim embeddings", "best_epoch": 4, "epochs": 4, "curve": curve,
+                                      "beam_size": 5, "length_penalty": 1.25, "min_bleu": 5.0, "n_train": 6380,
+                                      "dev_bleu_by_length_penalty": {"0": 5.9, "1.25": 7.0},
+                                      "dev": {"greedy": bleu(5.56, 1.0), "beam": bleu(7.0, 1.0)},
+                                      "test": {"greedy": bleu(3.6, 0.975), "beam": bleu(4.1, 0.98)}}
+    out = write_report(m, tmp_path / "report")
+    md = Path(out["README.md"]).read_text()
+    assert "| dev | beam 5, length penalty 1.25 | 7.00 | 1.000 |" in md and "| test | greedy | 3.60 | 0.975 |" in md
+    assert "(0: 5.90, 1.25: 7.00)" in md and "epoch 4 of 4 on 6380 training verses" in md
+    assert "(translator_curve.png)" in md
+    fig = translator_figure(m)
+    try:
+        assert [ln.get_ydata().tolist() for ln in fig.axes[1].get_lines()][0] == [2.0, 3.0, 4.0, 5.0]
+    finally:
+        close(fig)
     assert "nrefs:1" in md and "kept_books: MAT, MRK" in md and "beam size 5 (paper: 5)" in md
     assert "patterns" in md
     _assert_well_formed(md)

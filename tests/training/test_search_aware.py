@@ -26,8 +26,9 @@ from components.models.seq2seq import Seq2SeqTagger
 from tests.step_scorers import float64_default, tiny_batch, tiny_tagger, well_separated  # noqa: F401 (fixture)
 from components.training.registry import OBJECTIVES, objectives_for
 from components.training.search_aware import (AlphaSchedule, BeamDirectLoss, BeamHinge, BeamObjectiveConfig,
-                                              ScheduledSampling, ScheduledSamplingConfig, SeqCE,
+                                              ScheduledSampling, ScheduledSamplingConfig, SeqCE, SeqCEConfig,
                                               SoftScheduledSamplingConfig, gold_probability, hamming_costs)
+from components.inference.beam import unroll
 
 V = 3
 BIG = AlphaSchedule(init=1e4, max=1e4)
@@ -337,3 +338,20 @@ def test_objectives_say_their_alpha_and_report_columns(name, cfg, alpha3, descri
 def test_the_task_beam_size_sets_a_relaxed_beam_objectives_k():
     assert OBJECTIVES.build("beam_dl", {"k": 3}, k=5).cfg.k == 5
     assert OBJECTIVES.build("beam_hinge", {"k": 3}).cfg.k == 3
+
+
+def test_label_smoothing_is_the_mixture_with_the_uniform_target():
+    """eps-smoothed CE = (1 - eps) CE + eps * mean over V of -log p, per real step; eps 0 is CE."""
+    scorer, batch = tiny_tagger(0), tiny_batch(0, B=3, T=4, lengths=[4, 1, 2])
+    eps = 0.2
+    with torch.no_grad():
+        smooth = SeqCE(SeqCEConfig(label_smoothing=eps)).loss(scorer, batch)
+        torch.testing.assert_close(SeqCE(SeqCEConfig(label_smoothing=0.0)).loss(scorer, batch), SeqCE().loss(scorer, batch))
+        gold = batch.tags
+        logp = torch.log_softmax(unroll(scorer, batch, lambda t, _: scorer.embed_ids(gold[:, t]), steps=gold.shape[1]), -1)
+        nll = -logp.gather(-1, gold[..., None])[..., 0]
+        expected = (((1 - eps) * nll - eps * logp.mean(-1)) * batch.mask).sum(1)
+        torch.testing.assert_close(smooth, expected)
+        assert (smooth - SeqCE().loss(scorer, batch)).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="label_smoothing"):
+        SeqCEConfig(label_smoothing=1.0)
