@@ -17,7 +17,7 @@ Input: the ``normalisation`` stage's metrics (``metrics/normalisation.json``)::
                      "rows": {init: {row: {...as above}}},
                      "ss": {variant: {"dev", "test", "dev_std", "test_std", "seeds", "failed"}},
                      "breakdown": {row: {"bleu", "precisions": [p1, p2, p3, p4] (percent), "bp", "ratio"}},
-                     "by_length": {row: {"0-20", "20-30", "30-40", "40+": BLEU or None}},
+                     "by_length": {row: {"0-20", "20-30", "30-40", "40-inf": BLEU or None}},
                      "examples": [{"verse_id", "source", "reference", "systems": {"<init>/<row>": text}}]}}
 
 Either section may be absent; its tables then say "not run" and its findings get that verdict.
@@ -72,7 +72,15 @@ ROW_LABEL = {"pretrain_greedy": "pretrain-greedy", "pretrain_beam": "pretrain-be
              "local": "locally normalized", "global": "globally normalized"}
 ROW_SHORT = {"pretrain_greedy": "pretrain-greedy", "pretrain_beam": "pretrain-beam", "local": "local",
              "global": "global"}
-BUCKETS = ("0-20", "20-30", "30-40", "40+")
+# source-length buckets: keys that are valid MLflow metric names ("+" is not), labels as the paper prints them
+BUCKETS = ("0-20", "20-30", "30-40", "40-inf")
+BUCKET_LABEL = {"0-20": "0-20", "20-30": "20-30", "30-40": "30-40", "40-inf": "40+"}
+
+
+def bucket_key(label: str) -> str:
+    """The key of a bucket labelled as :func:`components.metrics.bleu.bleu_by_source_length` labels it
+    ("40+" -> "40-inf")."""
+    return label.replace("+", "-inf")
 LOGZ_STATS = ("train_mean", "train_var", "dev_mean", "dev_var")
 SPLITS = ("dev", "test")
 TAG_TASK = "greek_morph_k400"
@@ -381,7 +389,7 @@ def table_length(metrics: Mapping[str, Any]) -> str:
             continue
         o = o if isinstance(o, Mapping) else {}
         rows.append([ROW_LABEL[r], *[_with_paper(_fmt(_finite(o.get(b))), p[b] if p else None) for b in BUCKETS]])
-    md = _md_table(["row", *[f"source length {b}" for b in BUCKETS]], rows)
+    md = _md_table(["row", *[f"source length {BUCKET_LABEL[b]}" for b in BUCKETS]], rows)
     notes = ["Dev BLEU of the sentences whose source length falls in each bucket, self-normalised init. Cells: "
              "ours (the paper's Table 6); –: no sentence in the bucket / no number."]
     if mt is None:
@@ -854,7 +862,7 @@ def length_figure(metrics: Mapping[str, Any]) -> Figure:
                     label=f"{ROW_LABEL[r]} (paper)")
     if not drawn:
         ax.text(0.5, 0.5, "translation: no BLEU by length (not run)", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks(list(xs), list(BUCKETS))
+    ax.set_xticks(list(xs), [BUCKET_LABEL[b] for b in BUCKETS])
     ax.set_xlabel("source length (tokens)")
     ax.set_ylabel("dev BLEU")
     ax.set_title("Table 6 analog: BLEU by source length, self-normalised init", fontsize=10)

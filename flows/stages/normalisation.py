@@ -52,7 +52,7 @@ from components.metrics.bleu import bleu_by_source_length, corpus_bleu
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.models.translator import AttentionTranslator, TranslatorConfig
 from components.recipes import recipe
-from components.reports.goyal_2019 import write_report
+from components.reports.goyal_2019 import bucket_key, write_report
 from components.seeds import seed_for
 from components.training.loop import TrainConfig, fit
 from components.training.normalisation import log_z_stats
@@ -564,7 +564,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             h = hyps(f"self_normalised/{row}", "dev")
             b = corpus_bleu(h, refs_dev)
             breakdown[row] = {"bleu": b.score, "precisions": list(b.precisions), "bp": b.bp, "ratio": b.ratio}
-            by_length[row] = {k_: v["bleu"] for k_, v in
+            by_length[row] = {bucket_key(k_): v["bleu"] for k_, v in           # keys MLflow accepts
                               bleu_by_source_length(h, refs_dev, list(mt.dev.src_lengths)).items()}
         signature = corpus_bleu(hyps("regular/pretrain_beam", "test"), mt.test.references).signature
         ctx.tracker.log_params({"translation.bleu_signature": signature, "translation.src_vocab": len(mt.src_vocab),
