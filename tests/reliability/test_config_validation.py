@@ -27,6 +27,7 @@ from components.training.loop import TrainConfig
 from components.training.scaling import SCALINGS
 from flows.stages import bench, infnets, normalisation, search_aware, train
 from flows.stages.scaling import ScalingStageConfig
+from flows.translation_configs import CMLMStageConfig, TranslatorStageConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = load_params(ROOT / "params.yaml")
@@ -73,7 +74,7 @@ def test_without_duplicates_the_loader_is_safe_load(tmp_path):
 LOADERS = {
     "base": BaseConfig, "train": train.SPEC.config, "infnets": infnets.SPEC.config, "approx": ApproxStudyConfig,
     "bench": bench.BenchConfig, "scaling": ScalingStageConfig, "search_aware": search_aware.SearchAwareConfig,
-    "normalisation": normalisation.NormalisationConfig,
+    "normalisation": normalisation.NormalisationConfig, "translator": TranslatorStageConfig, "cmlm": CMLMStageConfig,
 }
 
 BAD = [
@@ -91,8 +92,8 @@ BAD = [
     ("approx.resources.cpu", 0, None, "must be > 0"),
     ("approx.resources.gpu", "all", None, "must be a number >= 0 or 'auto'"),
     ("approx.resources.gpu", -1, None, "must be >= 0"),
-    ("normalisation.translation.data.max_source_len", 0, None, "must be an int >= 1"),  # data
-    ("normalisation.translation.data.src_vocab_size", 3, None, "must be an int >= 4"),
+    ("translator.data.max_source_len", 0, None, "must be an int >= 1"),                # data
+    ("translator.data.src_vocab_size", 3, None, "must be an int >= 4"),
     ("train.model.hidden", 0, None, "must be > 0"),                             # models
     ("train.model.dropout", 1.0, None, "must be in [0, 1)"),
     ("approx.lm.dim", 0, None, "must be > 0"),
@@ -101,7 +102,10 @@ BAD = [
     ("scaling.ocr.model.kernel", 0, None, "must be > 0"),
     ("scaling.tagging.model.char_width", 0, None, "must be > 0"),
     ("scaling.snakes.model.unary.width", 0, None, "must be > 0"),
-    ("normalisation.translation.model.attention_dim", 0, None, "must be > 0"),
+    ("translator.model.attention_dim", 0, None, "must be > 0"),
+    ("translator.model.word_dropout", 1.0, None, "must be in [0, 1)"),
+    ("translator.length_penalties", [-1.0], "translator.length_penalties[0]", "must be >= 0"),
+    ("cmlm.min_bleu", 101.0, None, "must be in [0, 100]"),
     ("scaling.snakes.model.embedding_dim", 0, None, "must be > 0"),             # energies (GCRFConfig)
     ("scaling.snakes.model.solver.lam", 0.0, None, "must be > 0"),              # structures (GCRFSolverConfig)
     ("scaling.snakes.model.solver.max_iter", 0, None, "must be > 0"),
