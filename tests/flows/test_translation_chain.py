@@ -5,7 +5,6 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-import torch
 
 from components.config import ConfigError
 from flows.stages import distil, translator
@@ -25,14 +24,6 @@ def tiny_translator(params, **over):
                     "max_failures": 0, "resources": {"cpu": 1, "gpu": 0}})
     t.update(over)
     return params
-
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _run(name, fn, params, root):
