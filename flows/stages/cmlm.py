@@ -34,14 +34,14 @@ from typing import Any
 
 import torch
 
-from components.config import BaseConfig, load_section, resolve_device, set_dotted
+from components.config import BaseConfig, load_section, resolve_device
 from components.data.translation import load_translation_task
 from components.models.mlm import ConditionalMLM, load_cmlm, save_cmlm
 from components.seeds import seed_for
 from components.training.cmlm import decode_bleu, train_cmlm
 from components.training.guard import DidNotLearn
 from flows.ray_runtime import copy_checkpoint, epoch_bar
-from flows.search_space import check_metric, check_sweep_space
+from flows.search_space import check_metric, check_sweep_space, with_values
 from flows.stages.common import StageContext, main
 from flows.sweeps import run_sweep
 from flows.translation_configs import CMLMStageConfig
@@ -65,9 +65,7 @@ def cmlm_trial(config: dict[str, Any], *, params: dict[str, Any], root: str, voc
     """Ray Tune function trainable: trains one CMLM with the trial's settings, saves it in the trial
     folder, reports per-epoch dev metrics; fails if the model did not learn."""
     from ray import tune
-    p = params
-    for k, v in config.items():
-        p = set_dotted(p, k, v)
+    p = with_values(params, config)
     base = load_section(BaseConfig, "base", p)
     cfg = load_config(p)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))

@@ -43,17 +43,17 @@ from typing import Any
 import torch
 
 from components.checkpoints import load as load_model
-from components.config import BaseConfig, load_section, resolve_device, set_dotted
+from components.config import BaseConfig, load_section, resolve_device
 from components.data.translation import TranslationTask, load_translation_task
 from components.inference.evaluate_translation import evaluate_translation
 from components.inference.registry import INFERENCE
-from components.models.translator import AttentionTranslator, TranslatorConfig
+from components.models.translator import TranslatorConfig, build_translator
 from components.recipes import recipe
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn
 from components.training.translator import train_translator
 from flows.ray_runtime import copy_checkpoint, epoch_bar, report_final, tensor_bytes
-from flows.search_space import check_metric, check_sweep_space
+from flows.search_space import check_metric, check_sweep_space, with_values
 from flows.stages.common import StageContext, main
 from flows.sweeps import run_sweep
 from flows.translation_configs import TranslatorStageConfig
@@ -75,11 +75,6 @@ def load_task(root: Path, base: BaseConfig, cfg: TranslatorStageConfig, vocab: P
                                  seed=seed_for(base.seed, "translator", "data"))
 
 
-def build(task: TranslationTask, model_cfg: TranslatorConfig, seed: int) -> AttentionTranslator:
-    return AttentionTranslator(model_cfg, len(task.src_vocab), len(task.tgt_vocab), eos=task.tgt_vocab.eos,
-                               pad=task.tgt_vocab.pad, seed=seed)
-
-
 def translator_recipe(task: TranslationTask, model_cfg: TranslatorConfig) -> dict[str, Any]:
     return recipe("translator", "attention", model_cfg, {"n_src": len(task.src_vocab), "n_tgt": len(task.tgt_vocab),
                                                           "eos": task.tgt_vocab.eos, "pad": task.tgt_vocab.pad})
@@ -89,15 +84,14 @@ def translator_trial(config: dict[str, Any], *, params: dict[str, Any], root: st
     """Ray Tune function trainable: one translator with the trial's settings; reports dev BLEU per
     epoch; its model in the final checkpoint; fails if it did not learn (dev BLEU under the bar)."""
     from ray import tune
-    p = params
-    for k, v in config.items():
-        p = set_dotted(p, k, v)
+    p = with_values(params, config)
     base = load_section(BaseConfig, "base", p)
     cfg = load_config(p)
     torch.set_num_threads(max(1, int(cfg.sweep.resources.cpu)))
     device = resolve_device(base.device)
     task = load_task(Path(root), base, cfg, Path(vocab))
-    model = build(task, cfg.model, seed_for(base.seed, "translator", "model")).to(device)
+    model = build_translator(cfg.model, len(task.src_vocab), len(task.tgt_vocab), eos=task.tgt_vocab.eos,
+                             pad=task.tgt_vocab.pad, seed=seed_for(base.seed, "translator", "model")).to(device)
     best = {"bleu": float("-inf")}
 
     def on_epoch(state, rec: dict[str, float]) -> None:
