@@ -126,6 +126,13 @@ class AttentionTranslator(nn.Module):
         keep = torch.rand(x.shape[:-1], device=x.device) >= p
         return x * keep[..., None].to(x.dtype)
 
+    @torch.no_grad()
+    def shift_scores(self, c: float) -> None:
+        """Add ``c`` to every raw score (the output bias): each step's softmax, hence the locally
+        normalised model and its CE, is unchanged, while every log Z moves by ``c``."""
+        bias = self.out_bias if self.cfg.tie_embeddings else self.out.bias
+        bias.add_(float(c))
+
     def output(self, features: torch.Tensor) -> torch.Tensor:
         """The deep output layer: [h ; ctx ; y] [..., 3H + D] -> raw scores [..., V]."""
         features = self.out_drop(features)

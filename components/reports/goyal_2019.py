@@ -992,9 +992,16 @@ def translator_section(metrics: Mapping[str, Any]) -> str:
              f"attention) for small data (Sennrich & Zhang 2019): {t.get('settings', '–')}. It stopped early on dev "
              f"BLEU at epoch {t.get('best_epoch', '–')} of {t.get('epochs', '–')} on {t.get('n_train', '–')} training "
              f"verses; a translator under {t.get('min_bleu', '–')} dev BLEU fails its stage. Every translation row "
-             "below fine-tunes it with the row's objective (the initialisers for "
-             f"{_get(metrics, 'translation', 'optim_epochs') or '–'} epoch(s) on "
-             f"{_get(metrics, 'translation', 'n_train') or '–'} verses).", "",
+             "below fine-tunes it with the row's objective on "
+             f"{_get(metrics, 'translation', 'n_train') or '–'} training verses: the initialisers for "
+             f"{_get(metrics, 'translation', 'optim_epochs') or '–'} epoch(s) at lr "
+             f"{_get(metrics, 'translation', 'optim_lr') or '–'}, search-aware training for "
+             f"{_get(metrics, 'translation', 'finetune_epochs') or '–'} at lr "
+             f"{_get(metrics, 'translation', 'finetune_lr') or '–'}, each row keeping its best epoch on dev as "
+             "decoded for the row." + (" The self-normalised initialiser starts from the translator with every "
+                                       "raw score shifted by minus its mean log Z on training verses (the softmax "
+                                       "is unchanged; the L2 penalty then only has log Z's spread left to shrink)."
+                                       if _get(metrics, 'translation', 'centre_log_z') else ""), "",
              _md_table(["split", "decoding", "BLEU", "brevity penalty"], rows),
              f"BLEU: sacrebleu `{sig}`; dev = Mark, test = John (the by-book split). The beam's length penalty "
              f"(Wu et al. 2016) was chosen on dev BLEU ({tried_text}); the rows below decode with the papers' plain "

@@ -3,6 +3,9 @@
 :func:`log_z_stats`: the mean and variance of the local log-normaliser log Z_L,t over every
 gold-fed step of a dataset — the paper's Table 1, which shows that CE-trained networks have large
 log Z (so their raw scores are far from a normalised model's) and self-normalised ones log Z ~ 0.
+
+:func:`centre_log_z`: shift a trained model's raw scores so that its mean log Z is 0, which leaves its
+softmax unchanged: the start of self-normalisation fine-tuned from a CE model.
 """
 from __future__ import annotations
 
@@ -33,3 +36,19 @@ def log_z_stats(scorer: Any, batches: Iterable[Any]) -> dict[str, float]:
         raise ValueError("log_z_stats: no steps (empty batches)")
     mean = total / n
     return {"mean": mean, "var": max(total_sq / n - mean ** 2, 0.0), "steps": float(n)}
+
+
+@torch.no_grad()
+def centre_log_z(scorer: Any, batches: Iterable[Any]) -> dict[str, float]:
+    """Subtract the mean log Z over ``batches`` from every raw score (``scorer.shift_scores``), so the
+    mean becomes ~0 with the locally normalised model unchanged. Self-normalisation fine-tuned from a
+    CE model needs it: the L2 penalty lambda (log Z)^2 would otherwise pull a mean log Z of ~12 toward
+    0 through every weight (Adam moves the one bias that does it exactly by ~lr per update), trading
+    translation quality for it. -> {"shift", "mean_before", "var"} (the variance is shift-invariant)."""
+    if not callable(getattr(scorer, "shift_scores", None)):
+        raise TypeError(f"centre_log_z: {type(scorer).__name__} has no shift_scores(c); it cannot move its "
+                        "raw scores by a constant")
+    batches = list(batches)
+    st = log_z_stats(scorer, batches)
+    scorer.shift_scores(-st["mean"])
+    return {"shift": -st["mean"], "mean_before": st["mean"], "var": st["var"]}

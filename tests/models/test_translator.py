@@ -1,10 +1,12 @@
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
 from components.inference.beam import BeamState, StepScorer
 from components.models.translator import AttentionTranslator, TranslatorConfig, build_translator
+from components.training.normalisation import centre_log_z
+from components.training.search_aware import log_normalisers
 
 N_SRC, N_TGT, EOS = 9, 10, 9          # source: pad 0, tokens 1..8; target: tokens 1..8, eos 9
 TINY = TranslatorConfig(embedding_dim=6, hidden=8, attention_dim=7, dropout=0.0)
@@ -361,3 +363,30 @@ def test_length_normalised_beam_picks_the_best_normalised_hypothesis_of_the_enum
         assert int(res.lengths[0]) > 1
     with pytest.raises(ValueError, match="length_penalty"):
         beam_search(m, batch, 2, length_penalty=-1.0)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_centre_log_z_moves_log_z_to_zero_and_leaves_the_softmax_unchanged(tie):
+    """centre_log_z (self-normalisation's start from a CE model) shifts every raw score by minus the
+    mean log Z over the batches: the mean becomes 0, each step's log Z moves by exactly that constant
+    (the variance is kept) and the locally normalised scores are unchanged."""
+    m = model(replace(TINY, tie_embeddings=tie), seed=3)
+    batch = make_batch(SOURCES, TARGETS)
+    with torch.no_grad():
+        m.shift_scores(7.0)                          # a CE model's large log Z
+        local_before = teacher_forced(m, batch)
+        z_before = log_normalisers(m, batch)
+        out = centre_log_z(m, [batch])
+        local_after = teacher_forced(m, batch)
+        z_after = log_normalisers(m, batch)
+    real = batch.mask
+    assert out["mean_before"] == pytest.approx(float(z_before[real].mean()), abs=1e-5)
+    assert out["shift"] == pytest.approx(-out["mean_before"])
+    assert float(z_after[real].mean()) == pytest.approx(0.0, abs=1e-5)
+    torch.testing.assert_close(z_after[real], z_before[real] + out["shift"], rtol=0, atol=1e-5)
+    torch.testing.assert_close(local_after, local_before, rtol=0, atol=1e-5)
+
+
+def test_centre_log_z_needs_a_shiftable_scorer():
+    with pytest.raises(TypeError, match="Linear has no shift_scores"):
+        centre_log_z(torch.nn.Linear(2, 2), [])
