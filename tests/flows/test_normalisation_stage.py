@@ -77,6 +77,12 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
     assert len(mt["examples"]) == 2 and set(mt["examples"][0]["systems"]) == {
         f"{i}/{r}" for i in ("regular", "self_normalised") for r in ("pretrain_greedy", "pretrain_beam", "local", "global")}
     assert (root / "models/normalisation/translation/vocab/tgt.model").exists()
+    # self-normalisation starts from the translator with log Z centred (the CE initialiser does not)
+    mt_models = root / "models/normalisation/translation/bilstm_attention"
+    sn = json.loads((mt_models / "self_normalised/pretrain/model.json").read_text())
+    assert sn["centred_log_z"]["shift"] == pytest.approx(-sn["centred_log_z"]["mean_before"])
+    assert abs(sn["log_z"]["train_mean"]) < abs(sn["centred_log_z"]["mean_before"])
+    assert json.loads((mt_models / "regular/pretrain/model.json").read_text())["centred_log_z"] is None
     decoded = json.loads((root / "models/normalisation/translation/bilstm_attention/regular/local/decoded.json").read_text())
     assert len(decoded["test"]["soft_beam"]) == 12
     saved = json.loads((root / "metrics/normalisation.json").read_text())
