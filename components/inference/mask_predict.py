@@ -6,7 +6,10 @@ samplers with it, and its degenerate block Gibbs sampler at proposal temperature
 Given a source x, the model's length predictor ``predict_length(context) -> log p(L | x)``
 [B, max_len + 1] and its conditionals ``p_mlm(y_t | y_obs, x)``:
 
-1. Lengths: the ``length_candidates`` most probable lengths L >= 1 (``l`` candidates per source).
+1. Lengths: the ``length_candidates`` most probable lengths L >= 1 (``l`` candidates per source),
+   each times ``length_scale`` (rounded, within 1 .. max_len; 1 = Mask-Predict's). A model trained on
+   a teacher's short translations predicts short lengths; the scale, tried on dev like a beam's length
+   penalty, corrects that without retraining.
 2. For each candidate, iteration 0: all L positions are [MASK]; predict every position,
    ``y_t = argmax_v p(v | ...)``, ``p_t = max_v p(v | ...)``.
 3. Iterations i = 1 .. I-1: re-mask the ``n_i = floor(L (I - i) / I)`` positions of lowest ``p_t``
@@ -42,9 +45,10 @@ __all__ = ["MaskPredictConfig", "MaskPredictResult", "mask_predict"]
 class MaskPredictConfig:
     iterations: int = 10            # I (the thesis' Table 6.6: It = 10)
     length_candidates: int = 1      # l (Table 6.6: beam = 1; the paper's default is 5)
+    length_scale: float = 1.0       # each candidate length times this (rounded): 1 = the model's own lengths
 
     def __post_init__(self):
-        check_range(self, positive=("iterations", "length_candidates"))
+        check_range(self, positive=("iterations", "length_candidates", "length_scale"))
 
 
 @dataclass
@@ -86,6 +90,8 @@ def mask_predict(model: Any, batch: Any, cfg: MaskPredictConfig = MaskPredictCon
     scores = log_len.clone()
     scores[:, 0] = float("-inf")                                  # a target has at least one token
     cand_lp, cand_len = scores.topk(k, dim=1)                     # [B, l]
+    if cfg.length_scale != 1.0:
+        cand_len = (cand_len.double() * cfg.length_scale).round().long().clamp(1, max_len)
     dev = src_mask.device
     lengths = cand_len.reshape(-1)                                # [B l], row b * l + j
     rows = torch.arange(B, device=dev).repeat_interleave(k)

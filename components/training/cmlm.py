@@ -17,7 +17,7 @@ eos stripped: ``targets`` long [B, T] (0 at padding), ``mask`` bool [B, T], ``le
 (eos inside, pad inside, unk, or an id >= V) is a ``ValueError`` naming the row and position.
 
 Training (:func:`train_cmlm`): AdamW with a linear warm-up to ``lr`` over ``warmup_steps`` and a
-constant rate after it, gradient clipping, batches bucketed by source length and reshuffled each
+constant, linear or inverse-square-root rate after it (``decay``, :func:`lr_factor`), gradient clipping, batches bucketed by source length and reshuffled each
 epoch, masks drawn from a seeded generator; early stopping on a dev metric (``select_on``: the
 masked-token loss by default, or the objective without label smoothing; on masks drawn ONCE from a
 fixed seed so the epochs are comparable), ``patience`` epochs without a gain, then the best epoch's
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import time
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
@@ -199,7 +200,10 @@ class CMLMTrainConfig:
     lr: float = 2e-3                   # peak rate (5e-4 at batch 64 was still at the unigram loss after 3 epochs)
     epochs: int = 30
     batch_size: int = 32
-    warmup_steps: int = 100            # linear warm-up to lr over these updates, constant after
+    warmup_steps: int = 100            # linear warm-up to lr over these updates, then ``decay``
+    # the rate after warm-up: "constant"; "linear" to 0 at the last planned update (epochs x batches per
+    # epoch); "inverse_sqrt" lr * sqrt(warmup_steps / step) (Mask-Predict's fairseq schedule)
+    decay: Literal["constant", "linear", "inverse_sqrt"] = "constant"
     grad_clip: float = 1.0             # max gradient norm; 0 = off
     weight_decay: float = 0.01         # AdamW
     patience: int = 3                  # epochs without a dev gain above min_delta (on select_on) before stopping
@@ -318,6 +322,20 @@ class CMLMTrainResult:
     stats: dict[str, int]              # train_pairs, dev_pairs, dev_skipped_too_long, dev_skipped_disallowed, updates
 
 
+def lr_factor(step: int, *, cfg: CMLMTrainConfig, total: int) -> float:
+    """The multiplier of ``cfg.lr`` for update ``step + 1`` (0-based ``step``) of ``total`` planned
+    updates: linear warm-up over ``cfg.warmup_steps``, then ``cfg.decay``."""
+    n = step + 1
+    w = cfg.warmup_steps
+    if w and n < w:
+        return n / w
+    if cfg.decay == "linear":
+        return max(0.0, (total - n + 1) / max(1, total - w + 1))
+    if cfg.decay == "inverse_sqrt":
+        return (max(w, 1) / n) ** 0.5
+    return 1.0
+
+
 def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), *, seed: int = 0,
                on_epoch: Callable[[dict[str, float]], None] | None = None,
                on_batch: Callable[[int, int, float], None] | None = None,
@@ -354,9 +372,8 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda step: min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
     n_batches = -(-len(train) // cfg.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(lr_factor, cfg=cfg, total=cfg.epochs * n_batches))
     history: list[dict[str, float]] = []
     best_loss, best_epoch, best_state, best, bad = float("inf"), 0, None, {}, 0
     updates = 0

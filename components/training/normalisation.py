@@ -48,7 +48,6 @@ def centre_log_z(scorer: Any, batches: Iterable[Any]) -> dict[str, float]:
     if not callable(getattr(scorer, "shift_scores", None)):
         raise TypeError(f"centre_log_z: {type(scorer).__name__} has no shift_scores(c); it cannot move its "
                         "raw scores by a constant")
-    batches = list(batches)
     st = log_z_stats(scorer, batches)
     scorer.shift_scores(-st["mean"])
     return {"shift": -st["mean"], "mean_before": st["mean"], "var": st["var"]}

@@ -13,10 +13,13 @@ A Ray Tune sweep (``cmlm.sweep``: Optuna over ``cmlm.sweep.space``, default one 
 settings as written) trains with early stopping on the dev loss. A model is accepted only if it
 learned: its dev masked-token loss must be below the training-unigram baseline's by at least
 ``cmlm.min_gain`` nats (else the trial fails loudly). The best trial's model is decoded on dev
-with mask-predict (10 iterations, 1 length candidate) for a BLEU a reader can compare.
+with mask-predict (``cmlm.decode``: 10 iterations, 1 length candidate) at each of ``cmlm.length_scales``
+(its predicted lengths times the scale: the teacher's translations, and so the model's lengths, are
+short); the dev-best scale decodes test, and dev BLEU at it must reach ``cmlm.min_bleu``.
 
 Outputs: ``models/cmlm/`` (``model.pt``, ``model.json`` with the config and sizes, the subword
-vocabularies ``vocab/src.model`` / ``vocab/tgt.model``), ``metrics/cmlm.json``.
+vocabularies ``vocab/src.model`` / ``vocab/tgt.model``, ``decoding.json``: the mask-predict settings with
+the chosen length scale), ``metrics/cmlm.json``.
 
 Seeds (:func:`components.seeds.seed_for` of ``base.seed``; no ``cmlm.train.seed`` knob): the data's
 vocabularies and subsamples ``("cmlm", "data")`` (the ``mcmc`` stage reads the same task), the initial
@@ -26,6 +29,7 @@ a name: every trial starts from the same weights and data (common random numbers
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -36,6 +40,7 @@ import torch
 
 from components.config import BaseConfig, load_section, resolve_device
 from components.data.translation import load_translation_task
+from components.io import write_json
 from components.models.mlm import ConditionalMLM, load_cmlm, save_cmlm
 from components.seeds import seed_for
 from components.training.cmlm import decode_bleu, train_cmlm
@@ -111,16 +116,23 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         device = resolve_device(ctx.base.device)
         model = load_cmlm(best_dir, device=device)
         n = cfg.max_decode_pairs
-        bleu = {split: decode_bleu(model, ds if not n else ds.subset(range(min(n, len(ds)))), task.tgt_vocab, cfg.decode,
-                                   batch_size=cfg.decode_batch_size)
-                for split, ds in (("dev", task.dev), ("test", task.test))}
+        dev, test = (ds if not n else ds.subset(range(min(n, len(ds)))) for ds in (task.dev, task.test))
+
+        def decode(ds, scale):
+            return decode_bleu(model, ds, task.tgt_vocab, dataclasses.replace(cfg.decode, length_scale=scale),
+                               batch_size=cfg.decode_batch_size)
+        by_scale = {s: decode(dev, s) for s in cfg.length_scales}
+        scale = max(cfg.length_scales, key=lambda s: by_scale[s]["bleu"])      # ties: the first listed
+        bleu = {"dev": by_scale[scale], "test": decode(test, scale)}
+        unscaled = bleu["test"] if scale == 1.0 else decode(test, 1.0)
         ctx.tracker.log_metrics({"dev_bleu_mask_predict": bleu["dev"]["bleu"],
-                                 "test_bleu_mask_predict": bleu["test"]["bleu"],
+                                 "test_bleu_mask_predict": bleu["test"]["bleu"], "length_scale": scale,
                                  **{f"dev_{k}": v for k, v in train_info["best"].items()}})
     if bleu["dev"]["bleu"] < cfg.min_bleu:
         raise DidNotLearn(f"cmlm: did not learn to translate: dev BLEU (mask-predict, {cfg.decode.iterations} "
-                          f"iterations) {bleu['dev']['bleu']:.2f} is under cmlm.min_bleu = {cfg.min_bleu:g}; "
+                          f"iterations, length scale {scale:g}) {bleu['dev']['bleu']:.2f} is under cmlm.min_bleu = {cfg.min_bleu:g}; "
                           "the mcmc stage may not sample it")
+    write_json(best_dir / "decoding.json", {**dataclasses.asdict(cfg.decode), "length_scale": scale})
     copy_checkpoint(best_dir, models)
     shutil.rmtree(vocab_dir(models), ignore_errors=True)
     shutil.copytree(vocab, vocab_dir(models))
@@ -132,6 +144,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             "learned_gain_nats": best["unigram_loss"] - best["token_loss"], "stats": train_info["stats"],
             "dev_bleu_mask_predict": {k: v for k, v in bleu["dev"].items() if k != "hypotheses"},
             "test_bleu_mask_predict": {k: v for k, v in bleu["test"].items() if k != "hypotheses"},
+            "length_scale": scale, "dev_bleu_by_length_scale": {f"{s:g}": by_scale[s]["bleu"] for s in cfg.length_scales},
+            "test_bleu_mask_predict_unscaled": unscaled["bleu"],
             "min_bleu": cfg.min_bleu, "corpus": cfg.corpus, "curve": curve,
             "dev_examples": [{"reference": r, "mask_predict": h} for r, h in zip(dev_refs[:5], bleu["dev"]["hypotheses"][:5])],
             "best_config": res.best_config, "sizes": task.sizes,

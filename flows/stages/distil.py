@@ -60,8 +60,9 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     if not decoding_path.exists():
         raise FileNotFoundError(f"{decoding_path}: the translator's beam settings are missing (re-run the translator stage)")
     decoding = json.loads(decoding_path.read_text())
-    beam = INFERENCE.build_with("beam", {"k": int(decoding["beam_size"]), "length_penalty": float(decoding["length_penalty"])})
-    hyps, seconds = translate(model, beam, task.train, task.tgt_vocab, batch_size=cfg.batch_size, device=device)
+    decoder = (INFERENCE.build_with("greedy", {}) if cfg.decoder == "greedy" else
+               INFERENCE.build_with("beam", {"k": int(decoding["beam_size"]), "length_penalty": float(decoding["length_penalty"])}))
+    hyps, seconds = translate(model, decoder, task.train, task.tgt_vocab, batch_size=cfg.batch_size, device=device)
     by_verse = dict(zip(task.train.verse_ids, hyps))
     ids, sources, _ = read_parallel(prepared / "train.parquet")
     missing = [v for v in ids if v not in by_verse]
@@ -91,7 +92,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         if (ctx.path("metrics") / "translator.json").exists() else {}
     meta = {"verses": n, "translated": len(hyps), "not_translated_empty_side": missing[:10],
             "empty_translations": len(empty), "empty_verse_ids": empty[:10],
-            "detokenised_form_changed": changed, **decoding,
+            "detokenised_form_changed": changed, "decoder": cfg.decoder,
+            **(decoding if cfg.decoder == "beam" else {}),
             "train_bleu_vs_references": fit.score, "signature": fit.signature,
             "translator_dev_bleu": (translator.get("dev", {}).get("beam") or {}).get("bleu"),
             "translator_test_bleu": (translator.get("test", {}).get("beam") or {}).get("bleu"),

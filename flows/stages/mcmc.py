@@ -368,6 +368,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                   "dev_unigram_loss": model_info.get("dev", {}).get("unigram_loss"),
                   "dev_length_accuracy": model_info.get("dev", {}).get("length_acc"),
                   "dev_bleu_mask_predict": (model_info.get("dev_bleu_mask_predict") or {}).get("bleu"),
+                  "test_bleu_mask_predict": (model_info.get("test_bleu_mask_predict") or {}).get("bleu"),
+                  "length_scale": model_info.get("length_scale"),      # of that BLEU; the chains use the model's lengths
                   "curve": model_info.get("curve"),
                   "n_train": len(task.train), **task.sizes},
         "settings": {"chains": cfg.chains, "burn_in": cfg.burn_in, "sweeps": cfg.sweeps,

@@ -84,7 +84,6 @@ class TaggingPart:
     lam: float = 0.1                    # self-normalisation: CE + lam (log Z_L,t)^2 (1.0 stalls the zero-init tagger)
     max_train_sentences: int = 800      # default scale: a seeded subsample (0 = all)
     max_dev_sentences: int = 300
-    centre_log_z: bool = False          # as TranslationPart's; the taggers train from scratch (log Z starts near 0)
     model: Seq2SeqTaggerConfig = Seq2SeqTaggerConfig(label_dim=16, encoder="lstm", init="zeros")
     optim: TrainConfig = TrainConfig(lr=0.01, epochs=15, patience=4, batch_size=64)
     finetune: TrainConfig = TrainConfig(lr=0.001, epochs=2, patience=2, batch_size=64)
@@ -377,6 +376,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
         return model
 
     centred: dict[str, float] = {}          # centre_log_z's shift, when the row starts with one
+    log_z_train = train_ds.subset(np.arange(min(len(train_ds), LOG_Z_TRAIN_SENTENCES)))
 
     def train(values: dict[str, Any], report, on_batch):
         obj_name, obj_cfg, tcfg = objective_of(load_config(with_values(params, values)))
@@ -384,9 +384,8 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
         objective = OBJECTIVES.build(obj_name, obj_cfg, updates_per_epoch=n_batches, k=k,
                                      seed=seed_for(base.seed, *name, grid, row, norm, "objective"))
         model = build()
-        if grid == "pretrain" and row == "self_normalised" and p.centre_log_z:
-            centred.update(centre_log_z(model, train_ds.subset(np.arange(min(len(train_ds), LOG_Z_TRAIN_SENTENCES)))
-                                        .batches(cfg.eval_batch_size, device=device)))
+        if grid == "pretrain" and row == "self_normalised" and isinstance(p, TranslationPart) and p.centre_log_z:
+            centred.update(centre_log_z(model, log_z_train.batches(cfg.eval_batch_size, device=device)))
         state = fit(model, objective,
                     lambda epoch: train_ds.batches(tcfg.batch_size, shuffle=True, device=device,
                                                    seed=seed_for(base.seed, *name, "batches", epoch)),
@@ -415,10 +414,8 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                     outputs[split][d] = res["hypotheses"]
         log_z = {}
         if grid == "pretrain" and row in INITS:
-            bs = cfg.eval_batch_size
-            train_sub = train_ds.subset(np.arange(min(len(train_ds), LOG_Z_TRAIN_SENTENCES)))
-            for split, ds in (("train", train_sub), ("dev", part.splits["dev"])):
-                st = log_z_stats(model, ds.batches(bs, device=device))
+            for split, ds in (("train", log_z_train), ("dev", part.splits["dev"])):
+                st = log_z_stats(model, ds.batches(cfg.eval_batch_size, device=device))
                 log_z[f"{split}_mean"], log_z[f"{split}_var"] = st["mean"], st["var"]
     meta = {"run": run, "objective": objective_name, "config": dataclasses.asdict(objective.cfg),
             "tuned": best.values, "recipe": part.recipe(norm), "history": state.history, "scores": scores,

@@ -171,6 +171,10 @@ def test_cmlm_then_mcmc_write_the_model_traces_and_report_and_cmlm_fails_when_it
         assert c["learned_gain_nats"] > 0 and c["epochs"] >= 1
         assert _finite(c["dev_bleu_mask_predict"]["bleu"]) and len(c["dev_examples"]) == 4
         assert _finite(c["test_bleu_mask_predict"]["bleu"])
+        scales = cmlm.load_config(params).length_scales                     # the length scale: the dev-best
+        assert list(c["dev_bleu_by_length_scale"]) == [f"{s:g}" for s in scales]
+        assert c["dev_bleu_mask_predict"]["bleu"] == max(c["dev_bleu_by_length_scale"].values())
+        assert json.loads((model_dir / "decoding.json").read_text())["length_scale"] == c["length_scale"] in scales
         assert [r["epoch"] for r in c["curve"]] == list(range(1, c["epochs"] + 1))   # the learning curve
 
         m = run_stage("mcmc", mcmc.run, params, root)

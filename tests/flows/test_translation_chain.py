@@ -2,6 +2,7 @@
 did-not-learn guard) -> ``distil`` (the training verses translated: one target per training
 source, the splits kept, no dev or test verse used to train)."""
 import json
+from dataclasses import replace
 
 import pyarrow.parquet as pq
 import pytest
@@ -66,7 +67,26 @@ def test_translator_then_distil_write_one_target_per_training_source_and_keep_th
     assert not held_out & set(got["verse_id"])                  # no dev or test verse trains the CMLM
     meta = json.loads((out / "meta.json").read_text())
     assert meta["verses"] == len(src["verse_id"]) and 0.0 <= meta["train_bleu_vs_references"] <= 100.0
-    assert meta["length_penalty"] == m["length_penalty"] and meta["beam_size"] == 2
+    assert meta["length_penalty"] == m["length_penalty"] and meta["beam_size"] == 2 and meta["decoder"] == "beam"
+
+    params["distil"] = {"decoder": "greedy"}                    # the teacher's greedy translations instead
+    _run("distil", distil.run, params, root)
+    greedy = pq.read_table(out / "train.parquet").to_pydict()
+    assert greedy["verse_id"] == src["verse_id"] and greedy["source"] == src["source"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["decoder"] == "greedy" and "length_penalty" not in meta
+    from components.checkpoints import load
+    from components.data.translation import load_translation_task
+    from components.inference.registry import INFERENCE
+    from components.inference.evaluate_translation import translate
+    whole = replace(translator.load_config(params).data, max_source_len=distil.UNLIMITED,
+                    max_target_len=distil.UNLIMITED, max_train_pairs=0, max_dev_pairs=0)
+    task = load_translation_task(prepared, folder / "vocab", whole, seed=0)
+    hyps, _ = translate(load(folder, device="cpu", expect="translator"), INFERENCE.build_with("greedy", {}),
+                        task.train, task.tgt_vocab, batch_size=8, device="cpu")
+    by_verse = dict(zip(task.train.verse_ids, hyps))
+    mismatch = [(v, t, by_verse[v]) for v, t in zip(src["verse_id"], greedy["target"]) if t != by_verse[v].split()]
+    assert not mismatch, mismatch[:3]
 
 
 def test_a_translator_under_its_bleu_bar_fails_the_stage(tiny_root, one_thread):

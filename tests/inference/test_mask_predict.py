@@ -17,13 +17,15 @@ def sources(B: int = 4, S: int = 3, seed: int = 0) -> SourceBatch:
     return SourceBatch(torch.randint(1, 9, (B, S), generator=g), torch.arange(S)[None] < src_len[:, None])
 
 
-def reference(model, batch, iterations: int, k: int):
-    """One source and one candidate length at a time, plain Python over positions."""
+def reference(model, batch, iterations: int, k: int, scale: float = 1.0):
+    """One source and one candidate length at a time, plain Python over positions; each of the k most
+    probable lengths times ``scale``, rounded (half to even) into 1 .. max_len."""
     ctx = model.encode(batch)
     logl = model.predict_length(ctx)
     out = []
     for b in range(len(ctx)):
-        lens = sorted(range(1, logl.shape[1]), key=lambda L: -float(logl[b, L]))[:k]
+        lens = [min(logl.shape[1] - 1, max(1, round(L * scale)))
+                for L in sorted(range(1, logl.shape[1]), key=lambda L: -float(logl[b, L]))[:k]]
         best = None
         for L in lens:
             tokens, probs = [0] * L, [0.0] * L
@@ -46,12 +48,13 @@ def reference(model, batch, iterations: int, k: int):
     return out
 
 
-@pytest.mark.parametrize("iterations,k", [(1, 1), (1, 3), (2, 2), (3, 3), (10, 2)])
-def test_matches_reference(iterations, k):
+@pytest.mark.parametrize("iterations,k,scale", [(1, 1, 1.0), (1, 3, 1.0), (2, 2, 1.0), (3, 3, 1.0), (10, 2, 1.0),
+                                                (3, 3, 0.5), (2, 2, 1.5), (3, 1, 2.0)])
+def test_matches_reference(iterations, k, scale):
     model = CondTableMLM(V=4, N=4, n_ctx=5, seed=1, allowed=[True, True, False, True])
     batch = sources()
-    res = mask_predict(model, batch, MaskPredictConfig(iterations=iterations, length_candidates=k))
-    for b, (score, L, tokens) in enumerate(reference(model, batch, iterations, k)):
+    res = mask_predict(model, batch, MaskPredictConfig(iterations=iterations, length_candidates=k, length_scale=scale))
+    for b, (score, L, tokens) in enumerate(reference(model, batch, iterations, k, scale)):
         assert int(res.lengths[b]) == L
         assert res.tokens[b, :L].tolist() == tokens and bool((res.tokens[b, L:] == 0).all())
         assert res.mask[b].tolist() == [t < L for t in range(res.mask.shape[1])]
@@ -97,6 +100,6 @@ def test_bad_input():
         mask_predict(model, batch, MaskPredictConfig(length_candidates=5))
     with pytest.raises(TypeError, match="predict_length"):
         mask_predict(TableMLM(), batch)
-    for key in ("iterations", "length_candidates"):
+    for key in ("iterations", "length_candidates", "length_scale"):
         with pytest.raises(ConfigError, match=key):
             MaskPredictConfig(**{key: 0})

@@ -11,7 +11,7 @@ from components.data.translation import EOS, ParallelDataset, TranslationTask
 from components.models.mlm import CMLMConfig, ConditionalMLM
 from components.seeds import seed_for
 from components.training.cmlm import (CMLMTrainConfig, cmlm_batch, evaluate_cmlm, make_eval_set,
-                                      mask_predict_loss, ratio_masking, train_cmlm, uniform_masking,
+                                      lr_factor, mask_predict_loss, ratio_masking, train_cmlm, uniform_masking,
                                       unigram_log_probs)
 
 V = 12                                  # pad 0, unk 1, eos 2, tokens 3..11 (both sides)
@@ -241,6 +241,24 @@ def test_training_is_seeded_and_leaves_the_global_generator_alone():
     c = train_cmlm(model(), task, cfg, seed=4)            # another seed: other batches and masks
     assert c.history[-1]["train_loss"] != a.history[-1]["train_loss"]
     assert not hasattr(cfg, "seed")                       # only base.seed sets a seed (through the flow)
+
+
+def test_learning_rate_schedules():
+    """Warm-up to lr over warmup_steps, then flat, linear to ~0 at the last planned update, or
+    lr * sqrt(warmup / step); the rate recorded after each epoch is the optimiser's."""
+    f = {d: [lr_factor(s, cfg=CMLMTrainConfig(warmup_steps=4, decay=d), total=20) for s in range(20)]
+         for d in ("constant", "linear", "inverse_sqrt")}
+    for d in f:
+        assert f[d][:4] == [0.25, 0.5, 0.75, 1.0]
+    assert f["constant"][4:] == [1.0] * 16
+    assert f["linear"][3] == 1.0 and f["linear"][-1] == pytest.approx(1 / 17)
+    assert all(a > b for a, b in zip(f["linear"][3:], f["linear"][4:]))
+    assert f["inverse_sqrt"][15] == pytest.approx(math.sqrt(4 / 16))
+    assert lr_factor(0, cfg=CMLMTrainConfig(warmup_steps=0, decay="inverse_sqrt"), total=5) == 1.0
+    task = copy_task(48, 16)                                      # 3 batches of 16 per epoch
+    res = train_cmlm(model(), task, CMLMTrainConfig(epochs=2, batch_size=16, lr=1e-3, warmup_steps=2, patience=5,
+                                                    decay="linear"))
+    assert [r["lr"] for r in res.history] == pytest.approx([1e-3 * 3 / 5, 1e-3 * 0 / 5])
 
 
 @pytest.mark.parametrize("kw, field", [({"lr": 0}, "lr"), ({"epochs": 0}, "epochs"), ({"batch_size": 0}, "batch_size"),
