@@ -27,7 +27,7 @@ from components.training.loop import TrainConfig
 from components.training.scaling import SCALINGS
 from flows.stages import bench, infnets, normalisation, search_aware, train
 from flows.stages.scaling import ScalingStageConfig
-from flows.translation_configs import CMLMStageConfig, TranslatorStageConfig
+from flows.translation_configs import CMLMStageConfig, DistilConfig, TranslatorStageConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = load_params(ROOT / "params.yaml")
@@ -75,6 +75,7 @@ LOADERS = {
     "base": BaseConfig, "train": train.SPEC.config, "infnets": infnets.SPEC.config, "approx": ApproxStudyConfig,
     "bench": bench.BenchConfig, "scaling": ScalingStageConfig, "search_aware": search_aware.SearchAwareConfig,
     "normalisation": normalisation.NormalisationConfig, "translator": TranslatorStageConfig, "cmlm": CMLMStageConfig,
+    "distil": DistilConfig,
 }
 
 BAD = [
@@ -106,6 +107,12 @@ BAD = [
     ("translator.model.word_dropout", 1.0, None, "must be in [0, 1)"),
     ("translator.length_penalties", [-1.0], "translator.length_penalties[0]", "must be >= 0"),
     ("cmlm.min_bleu", 101.0, None, "must be in [0, 100]"),
+    ("cmlm.length_scales", [], None, "must not be empty"),
+    ("cmlm.length_scales", [1.0, 0.0], "cmlm.length_scales[1]", "must be > 0"),
+    ("cmlm.decode.length_scale", 1.2, "cmlm.decode", "length_scale 1.2: the stage picks it on dev"),
+    ("cmlm.decode.length_scale", 0.0, "cmlm.decode.length_scale", "must be > 0"),
+    ("distil.decoder", "sample", None, "expected one of"),
+    ("cmlm.train.decay", "cosine", None, "expected one of"),
     ("scaling.snakes.model.embedding_dim", 0, None, "must be > 0"),             # energies (GCRFConfig)
     ("scaling.snakes.model.solver.lam", 0.0, None, "must be > 0"),              # structures (GCRFSolverConfig)
     ("scaling.snakes.model.solver.max_iter", 0, None, "must be > 0"),
