@@ -78,8 +78,11 @@ def sweep(postgres: Postgres, mlflow_server: MlflowServer, tmp_path_factory: pyt
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         try:
             with tracker.start_run("sweep/pg", tags={"stage": "integration"}) as parent:
+                # a fresh process per trial: a reused one (Ray's reset) writes its trial folder
+                # elsewhere, so the second trial's lr.txt would not be uploaded (CI, 2026-11-27)
                 result = run_sweep(trainable, name=SWEEP, cfg=cfg, params={"train": {"optim": {"lr": 0.01}}},
-                                   seed=0, tracker=tracker, parent_run_id=parent, storage=work / "ray")
+                                   seed=0, tracker=tracker, parent_run_id=parent, storage=work / "ray",
+                                   reuse_actors=False)
                 summary = work / "summary.json"
                 summary.write_text(json.dumps({"best_config": result.best_config}, sort_keys=True))
                 tracker.log_artifact(summary)
