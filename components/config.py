@@ -347,7 +347,7 @@ _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 class ResourcesConfig:
     """What one trial or shard asks the scheduler for (interpreted by ``flows``)."""
     cpu: float = 1.0
-    gpu: float | str = "auto"          # a number, or "auto": 1 when CUDA is visible to the driver
+    gpu: float | str = "auto"          # a number, or "auto": 1 when the Ray cluster has GPUs, else 0
 
     def __post_init__(self):
         check_range(self, positive=("cpu",))

@@ -3,7 +3,7 @@ gradient-descent shards, MCMC chain shards), each vectorised inside, spread over
 
 Each shard is a plain picklable argument; the function should load what it needs itself (from
 files the caller names) rather than receive large tensors. Resources per shard come from params
-(``gpu: auto`` asks for one GPU per shard when the driver sees CUDA). Results come back in shard
+(``gpu: auto`` asks for one GPU per shard when the Ray cluster has GPUs). Results come back in shard
 order; a failed shard raises with its index. Progress: a bar on a terminal, one line per finished
 shard in a log (``flows.progress``).
 """

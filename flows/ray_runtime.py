@@ -2,7 +2,7 @@
 
 Ray starts locally (token auth off, no dashboard) unless ``RAY_ADDRESS`` names a cluster; each
 worker runs :func:`quiet_worker` at setup. Per-trial resources come from params (``gpu: auto``
-gives each trial one GPU when the driver sees CUDA; :func:`trial_resources`). A trial draws one
+gives each trial one GPU when the Ray cluster offers GPUs; :func:`trial_resources`). A trial draws one
 bar per epoch on a terminal (:func:`epoch_bar`), while a driver writing a log prints one line per
 finished trial instead (:func:`trial_lines`); a trial's last report carries its files in its
 checkpoint (:func:`report_final`), and the best trial's checkpoint is copied to a DVC-tracked
@@ -53,11 +53,18 @@ def shutdown_ray() -> None:
             ray.shutdown()
 
 
-def trial_resources(res: ResourcesConfig) -> dict[str, float]:
+def trial_resources(res: ResourcesConfig, cluster_gpus: float | None = None) -> dict[str, float]:
+    """What one trial or shard asks Ray for. ``gpu: auto`` is one GPU when the Ray cluster offers
+    any (``cluster_gpus``, by default ``ray.cluster_resources()``: the GPUs of every node, so a
+    CPU-only head still gives its GPU workers their GPUs), none otherwise. The driver's own
+    ``torch.cuda`` plays no part: on a cluster it is the head's, not the workers'."""
     gpu = res.gpu
     if gpu == "auto":
-        import torch
-        gpu = 1.0 if torch.cuda.is_available() else 0.0
+        if cluster_gpus is None:
+            import ray
+            init_ray()
+            cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
+        gpu = 1.0 if cluster_gpus > 0 else 0.0
     elif isinstance(gpu, str):
         raise ConfigError(f"sweep.resources.gpu: expected a number or 'auto', got {gpu!r}")
     return {"cpu": float(res.cpu), "gpu": float(gpu)}

@@ -14,6 +14,8 @@
 #   RAY_LOCAL_NODES   nodes, head included (default 2)
 #   RAY_LOCAL_CPUS    CPUs each node offers to Ray (default 1)
 #   RAY_LOCAL_GPUS    GPUs each node offers to Ray (default 0; they are the same GPUs on every node)
+#   RAY_LOCAL_NODE_GPUS  per node, head first, e.g. "0 1": a CPU head and a worker declaring one GPU
+#                        (logical GPUs where the machine has none; overrides RAY_LOCAL_GPUS)
 #   RAY_LOCAL_PORT    the head's GCS port (default: a free one)
 #   RAY_LOCAL_OBJECT_STORE_BYTES  object store per node (default 200000000)
 #   RAY               the ray command (default: ray, e.g. from the activated .venv)
@@ -31,6 +33,7 @@ DIR=${2:-${RAY_LOCAL_DIR:-/tmp/approxinfer-ray}}
 NODES=${RAY_LOCAL_NODES:-2}
 CPUS=${RAY_LOCAL_CPUS:-1}
 GPUS=${RAY_LOCAL_GPUS:-0}
+read -r -a NODE_GPUS <<<"${RAY_LOCAL_NODE_GPUS:-}"
 OBJ=${RAY_LOCAL_OBJECT_STORE_BYTES:-200000000}
 RAY=${RAY:-ray}
 PY=${PYTHON:-python}
@@ -101,14 +104,18 @@ start)
     mkdir -p "$DIR"
     DIR=$(cd "$DIR" && pwd -P)
     PORT=${RAY_LOCAL_PORT:-$(free_ports 1)}
-    common=(--num-cpus "$CPUS" --num-gpus "$GPUS" --object-store-memory "$OBJ"
-            --disable-usage-stats)
+    if ((${#NODE_GPUS[@]} && ${#NODE_GPUS[@]} != NODES)); then
+        echo "RAY_LOCAL_NODE_GPUS names ${#NODE_GPUS[@]} node(s), RAY_LOCAL_NODES is $NODES" >&2
+        exit 2
+    fi
+    common=(--num-cpus "$CPUS" --object-store-memory "$OBJ" --disable-usage-stats)
     trap 'echo "start failed; stopping what was started" >&2; stop_cluster; rm -f "$DIR/address"' ERR
     for ((i = 0; i < NODES; i++)); do
         # every node gets its own ports: two raylets on one host must not share the fixed defaults
         read -r AGENT AGENT_GRPC METRICS RUNTIME_ENV DASHBOARD <<<"$(free_ports 5)"
         ports=(--dashboard-agent-listen-port "$AGENT" --dashboard-agent-grpc-port "$AGENT_GRPC"
-               --metrics-export-port "$METRICS" --runtime-env-agent-port "$RUNTIME_ENV")
+               --metrics-export-port "$METRICS" --runtime-env-agent-port "$RUNTIME_ENV"
+               --num-gpus "${NODE_GPUS[$i]:-$GPUS}")
         if ((i == 0)); then
             "$RAY" start --head --port "$PORT" --include-dashboard=false \
                 --dashboard-port "$DASHBOARD" \
@@ -133,7 +140,7 @@ clean)
     rm -rf "$DIR"
     ;;
 *)
-    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -5,8 +5,9 @@ that ask for ``gpu: 1`` must each see exactly one GPU id (``ray.get_gpu_ids()`` 
 ``CUDA_VISIBLE_DEVICES``), distinct among jobs that run at the same time, and never more than 2
 at once. Each job logs its GPU ids and a [start, end) interval read from the system-wide
 monotonic clock while it holds its GPU; the assertions hold whatever the jobs' speed (the short
-sleep only makes overlaps likely, nothing asserts that they happen). ``gpu: auto`` on a machine
-without CUDA asks for no GPU.
+sleep only makes overlaps likely, nothing asserts that they happen). ``gpu: auto`` follows the
+cluster's GPUs, not the driver's CUDA (the two-node version, a CPU head and a GPU worker, is
+``tests/integration/test_ray_cluster.py``).
 
 The module owns its Ray instance: it shuts down any session left running, starts its own with
 ``num_gpus=2, num_cpus=4`` (``init_ray`` then leaves it alone) and shuts it down at the end, so
@@ -104,21 +105,25 @@ def test_sharded_map_gives_each_shard_its_own_gpu(two_gpu_ray, tmp_path):
     _check_one_gpu_each_and_no_oversubscription(_load(log_dir))
 
 
-def test_gpu_auto_asks_for_no_gpu_without_cuda(monkeypatch):
+def test_gpu_auto_follows_the_clusters_gpus_not_the_drivers_cuda(monkeypatch):
+    """``auto`` is decided on what the Ray cluster offers: a driver without CUDA (a CPU head) still
+    gives GPU workers their GPUs, and a driver with CUDA asks for none where the cluster has none."""
+    import torch
+    for cuda in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        assert trial_resources(ResourcesConfig(cpu=2, gpu="auto"), cluster_gpus=0.0) == {"cpu": 2.0, "gpu": 0.0}
+        assert trial_resources(ResourcesConfig(cpu=1, gpu="auto"), cluster_gpus=2.0) == {"cpu": 1.0, "gpu": 1.0}
+        assert trial_resources(ResourcesConfig(cpu=1, gpu=0), cluster_gpus=2.0) == {"cpu": 1.0, "gpu": 0.0}
+        assert trial_resources(ResourcesConfig(cpu=1, gpu=0.5), cluster_gpus=0.0) == {"cpu": 1.0, "gpu": 0.5}
+
+
+def test_sharded_map_with_gpu_auto_takes_the_clusters_gpus_without_cuda(two_gpu_ray, tmp_path, monkeypatch):
+    """A driver without CUDA on a Ray instance with (logical) GPUs: ``auto`` gives each shard one."""
     import torch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert trial_resources(ResourcesConfig(cpu=2, gpu="auto")) == {"cpu": 2.0, "gpu": 0.0}
-    assert trial_resources(ResourcesConfig(cpu=1, gpu=0)) == {"cpu": 1.0, "gpu": 0.0}
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert trial_resources(ResourcesConfig(cpu=1, gpu="auto")) == {"cpu": 1.0, "gpu": 1.0}
-
-
-def test_sharded_map_with_gpu_auto_runs_without_gpus(two_gpu_ray, tmp_path, monkeypatch):
-    """Even where Ray has GPUs to give, ``auto`` without CUDA in the driver gives the shards none."""
-    import torch
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     log_dir = tmp_path / "log"
     log_dir.mkdir()
     out = sharded_map(_shard, [(str(log_dir), f"shard{i}", 0.0) for i in range(2)],
                       resources=ResourcesConfig(cpu=1, gpu="auto"), desc="auto test")
-    assert [r["ids"] for r in out] == [[], []]
+    assert all(len(r["ids"]) == 1 and r["visible"] == r["ids"][0] for r in out), out

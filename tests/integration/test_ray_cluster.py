@@ -1,6 +1,8 @@
 """A real two-node Ray cluster on this machine (``infra/ray-local-cluster.sh``): a sweep through
 ``flows.sweeps.run_sweep`` and a ``flows.parallel.sharded_map`` joined to it with ``RAY_ADDRESS``
-place their work on both nodes.
+place their work on both nodes, and ``gpu: auto`` follows the cluster's GPUs: the head offers none
+(as a CPU head node would) and the worker declares one logical GPU, so a driver without CUDA still
+gives its ``auto`` shards that GPU, on the worker.
 
 Each node offers one CPU and every trial / shard asks for one, so two that run at the same time must
 be on different nodes; a barrier (a shared folder: both nodes are on this machine) holds each trial
@@ -37,7 +39,7 @@ from ray import tune
 from components.config import ResourcesConfig
 from components.tracking import make_tracker
 from flows.parallel import sharded_map
-from flows.ray_runtime import init_ray, shutdown_ray
+from flows.ray_runtime import init_ray, shutdown_ray, trial_resources
 from flows.sweeps import SweepConfig, run_sweep
 
 out, work = Path(sys.argv[1]), Path(sys.argv[2])
@@ -64,6 +66,11 @@ def shard(i):
     return {"shard": i, "node_id": ray.get_runtime_context().get_node_id()}
 
 
+def gpu_shard(i):
+    return {"shard": i, "node_id": ray.get_runtime_context().get_node_id(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
 t0 = time.perf_counter()
 init_ray()
 nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
@@ -77,12 +84,18 @@ with tracker.start_run("sweep", tags={"stage": "it"}) as run_id:
                        parent_run_id=run_id, storage=work / "ray_results")
 t_sweep = time.perf_counter() - t0
 shards = sharded_map(shard, [0, 1], resources=ONE_CPU, desc="it-shards")
+import torch
+AUTO = ResourcesConfig(cpu=1, gpu="auto")
+auto = {"driver_cuda": torch.cuda.is_available(), "resources": trial_resources(AUTO),
+        "gpu_nodes": sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")),
+        "shards": sharded_map(gpu_shard, [0, 1], resources=AUTO, desc="it-gpu-shards")}
 out.write_text(json.dumps({
     "nodes": nodes,
     "trials": [{"config": t["config"], "metrics": {k: t["metrics"].get(k) for k in ("best_dev_score", "node_id")},
                 "error": t["error"]} for t in result.trials],
     "best": result.best_metrics.get("best_dev_score"),
     "shards": shards,
+    "auto": auto,
     "tracking_uri": tracker.tracking_uri,
     "parent_run_id": run_id,
     "seconds": {"sweep": round(t_sweep, 1), "total": round(time.perf_counter() - t0, 1)},
@@ -116,14 +129,15 @@ def _cluster_pids(folder: Path) -> list[int]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two nodes x one CPU, in a short /tmp folder (Ray's Unix sockets live under it)."""
+    """Two nodes x one CPU, a CPU head and a worker with one logical GPU, in a short /tmp folder
+    (Ray's Unix sockets live under it)."""
     if not Path(_env()["RAY"]).exists():
         reason = "the ray command is not installed next to this Python"
         if os.environ.get("APPROXINFER_REQUIRE_SERVICES") == "1":    # CI: a missing service is an error
             pytest.fail(f"{reason} (APPROXINFER_REQUIRE_SERVICES=1)")
         pytest.skip(reason)
     folder = Path(tempfile.mkdtemp(prefix="ai-ray-", dir="/tmp")).resolve()
-    env = _env()
+    env = dict(_env(), RAY_LOCAL_NODES="2", RAY_LOCAL_NODE_GPUS="0 1")
     t0 = time.perf_counter()
     try:
         start = subprocess.run(["bash", str(SCRIPT), "start", str(folder)], env=env, capture_output=True,
@@ -199,3 +213,14 @@ def test_sharded_map_placed_shards_on_both_nodes(driver):
     shards = driver["shards"]
     assert [s["shard"] for s in shards] == [0, 1]          # results in shard order
     assert {s["node_id"] for s in shards} == set(driver["nodes"])
+
+
+def test_gpu_auto_gives_the_workers_gpu_under_a_cpu_head(driver):
+    auto = driver["auto"]
+    assert auto["driver_cuda"] is False                  # this machine has no CUDA: the old rule gave 0 GPUs
+    assert auto["resources"] == {"cpu": 1.0, "gpu": 1.0}
+    assert len(auto["gpu_nodes"]) == 1 and auto["gpu_nodes"][0] in driver["nodes"]
+    assert [s["shard"] for s in auto["shards"]] == [0, 1]
+    for s in auto["shards"]:                             # on the worker, holding its one GPU
+        assert s["node_id"] == auto["gpu_nodes"][0], s
+        assert s["gpu_ids"] == ["0"] and s["visible"] == "0", s
