@@ -12,7 +12,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 export DO_NOT_TRACK ?= true
 
-.PHONY: install run test test-all ui dashboard dag clean-runs
+.PHONY: install run test test-all gpu-check ui dashboard dag clean-runs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
@@ -30,7 +30,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test-all: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench,cluster,integration]'
 	$(BIN)/python -m pytest -q -m ''
+
+# the GPU path on a lent GPU machine (no Ray, MLflow, DVC or Optuna there): gpu/README.md
+gpu-check:
+	python -m gpu.check --out $(or $(OUT),gpu-check)
 
 # the MLflow UI on the embedded store, or `make ui STORE=<backend store URI> PORT=<port> UI_HOST=<address>`.
 # It first prints a link to each experiment's runs table: MLflow 3.17 opens pages in its GenAI view

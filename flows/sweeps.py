@@ -11,7 +11,8 @@ A sweep is used only when every trial finished with its final report: an interru
 raises ``StageInterrupted`` (``flows.lifecycle``), one with unfinished or failed trials raises
 naming them. Its experiment folder is kept with a fingerprint of the sweep's settings; running the
 same sweep again resumes it (``Tuner.restore``: finished trials are kept, unfinished and failed ones
-continue from their last checkpoint), while a folder left by other settings is removed.
+continue from their last checkpoint), while a folder left by other settings is removed. Where the
+experiment lives: :mod:`flows.tune_storage` (the stage's local folder, or ``APPROXINFER_TUNE_STORAGE``).
 
 An Optuna-driven sweep (a params space, not a ``grid``) keeps its study in a persistent storage
 (:mod:`flows.study_storage`: where, the study's name, the tags and attributes linking it to MLflow).
@@ -26,8 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -40,6 +39,7 @@ from flows.ray_runtime import init_ray, trial_lines, trial_resources
 from flows.search_space import build_space
 from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, open_study_storage, restart_study,
                                  set_trial_attr, study_name, study_searcher, study_storage_url, trial_number)
+from flows.tune_storage import LocalTuneStorage, tune_storage
 
 log = logging.getLogger(__name__)
 
@@ -94,38 +94,34 @@ def _reason(trial: Any) -> str:
     return f": {lines[-1]}" if lines else ""
 
 
-def _resumable(exp: Path, fingerprint: str, name: str) -> bool:
-    """Whether ``exp`` holds an interrupted run of the same sweep that Tune can restore; a folder
-    left by other settings (or one that cannot be restored) is removed."""
+def _resumable(store: LocalTuneStorage, fingerprint: str, name: str) -> bool:
+    """Whether ``store`` holds an interrupted run of the same sweep (experiment ``name``) that Tune can
+    restore; an experiment left by other settings (or one that cannot be restored) is removed."""
     from ray import tune
-    stamp = exp.with_name(exp.name + ".fingerprint")
-    if exp.exists():
-        same = stamp.exists() and stamp.read_text() == fingerprint
-        if same and tune.Tuner.can_restore(str(exp)):
+    if store.exists(name):
+        same = store.marked(name, fingerprint)
+        if same and tune.Tuner.can_restore(store.experiment(name), storage_filesystem=store.filesystem):
             return True
-        log.warning("sweep %s: removing %s, left by an earlier run %s", name, exp,
+        log.warning("sweep %s: removing %s, left by an earlier run %s", name, store.describe(name),
                     "with other settings" if not same else "that cannot be resumed")
-        shutil.rmtree(exp)
+        store.remove(name)
     return False
 
 
-def _tuner(trainable: Any, *, exp: Path, fingerprint: str, resume: bool, space: dict[str, Any],
+def _tuner(trainable: Any, *, store: LocalTuneStorage, fingerprint: str, resume: bool, space: dict[str, Any],
            tune_config: Callable[[], Any], run_config: Any, name: str) -> Any:
     """A new ``Tuner`` (``tune_config()`` called only then), or the restored one of an interrupted run
-    of the same sweep in ``exp`` (``resume``, from :func:`_resumable`)."""
+    of the same sweep in ``store`` (``resume``, from :func:`_resumable`)."""
     from ray import tune
     if resume:
         log.warning("sweep %s: resuming the earlier run in %s (finished trials are kept, unfinished ones "
-                    "continue from their checkpoints)", name, exp)
-        tuner = tune.Tuner.restore(str(exp), trainable=trainable, resume_unfinished=True, resume_errored=True)
+                    "continue from their checkpoints)", name, store.describe(name))
+        tuner = tune.Tuner.restore(store.experiment(name), trainable=trainable, resume_unfinished=True,
+                                   resume_errored=True, storage_filesystem=store.filesystem)
         # the pickled callbacks would log to the interrupted run's (closed) parent runs: use this run's
         tuner._local_tuner.get_run_config().callbacks = run_config.callbacks
         return tuner
-    stamp = exp.with_name(exp.name + ".fingerprint")
-    exp.parent.mkdir(parents=True, exist_ok=True)
-    tmp = stamp.with_name(stamp.name + ".tmp")
-    tmp.write_text(fingerprint)
-    os.replace(tmp, stamp)
+    store.mark(name, fingerprint)
     return tune.Tuner(trainable, param_space=space, tune_config=tune_config(), run_config=run_config)
 
 
@@ -142,7 +138,9 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     task x objective x procedure x fold x seed, run exhaustively (Tune's ``grid_search``).
     ``trial_tags(config)``: MLflow tags of one trial, over ``tags`` — e.g. a grid element's own
     ``mlflow.parentRunId`` when one grid runs the trials of several parent runs.
-    ``storage``: the stage's Ray results folder; the sweep's experiment is ``storage/name``.
+    ``storage``: the stage's Ray results folder; the sweep's experiment is ``storage/name``, or
+    ``$APPROXINFER_TUNE_STORAGE/<storage's name>/name`` when that is set (:mod:`flows.tune_storage`; the
+    trials' paths and checkpoints returned are then their copies in ``storage/name``).
     A params space (no ``grid``) is searched by Optuna in the persistent study
     ``study_name(name, <settings>)`` (:mod:`flows.study_storage`), returned as ``SweepResult.study``; the
     tracker's innermost open run — the sweep's parent run, inside which every caller runs its
@@ -157,9 +155,9 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
 
     if cfg.num_samples < 1:
         raise ConfigError(f"sweep.num_samples must be >= 1, got {cfg.num_samples}")
+    store = tune_storage(storage)    # a bad APPROXINFER_TUNE_STORAGE fails here, before Ray starts
     init_ray()
     tracker.ensure_experiment()      # create the experiment before parallel trials race on SQLite
-    exp = Path(storage).resolve() / name
     fingerprint = _fingerprint(name=name, cfg=cfg, grid=grid, params=params, seed=seed)
     study = study_storage = None
     if grid is not None:
@@ -173,7 +171,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
             study_storage, study = open_study_storage(url), study_name(name, fingerprint)
             # another storage is another sweep: a resume must not continue a study elsewhere
             fingerprint = _fingerprint(settings=fingerprint, study_storage=url)
-    resume = _resumable(exp, fingerprint, name)
+    resume = _resumable(store, fingerprint, name)
     if study is not None:
         if not resume:               # fresh: no trial of an earlier run may steer the seeded sampler
             restart_study(study_storage, study)
@@ -236,14 +234,15 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
 
     tuner = _tuner(
         tune.with_resources(trainable, trial_resources(cfg.resources)),
-        exp=exp, name=name, space=space, fingerprint=fingerprint, resume=resume, tune_config=tune_config,
+        store=store, name=name, space=space, fingerprint=fingerprint, resume=resume, tune_config=tune_config,
         run_config=tune.RunConfig(
-            name=name, storage_path=str(Path(storage).resolve()), callbacks=callbacks,
+            name=name, storage_path=store.storage_path, storage_filesystem=store.filesystem, callbacks=callbacks,
             verbose=1 if progress.interactive() else 0,    # a log gets one line per trial (_TrialLines)
             failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
     with tune_running():             # a signal during fit stops Tune, then raises StageInterrupted here
         grid = tuner.fit()
+    store.localize(name)             # a remote experiment's files, copied to storage/name for the callers
     unfinished = [t for t in _unfinished(grid) if not (allow_errors and t.status == "ERROR")]
     if unfinished:
         raise RuntimeError(f"sweep {name}: {len(unfinished)} of {len(grid)} trial(s) did not finish: "
@@ -251,8 +250,9 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     trials = []
     for r in grid:
         trials.append({"config": dict(r.config or {}), "metrics": dict(r.metrics or {}),
-                       "error": repr(r.error) if r.error else "", "path": r.path,
-                       "checkpoint": r.checkpoint.path if r.checkpoint is not None else None})
+                       "error": repr(r.error) if r.error else "", "path": store.local_path(name, r.path),
+                       "checkpoint": store.local_path(name, r.checkpoint.path) if r.checkpoint is not None
+                       else None})
     no_report = [t for t in trials if not t["error"] and cfg.metric not in t["metrics"]]
     if no_report:
         raise RuntimeError(f"sweep {name}: {len(no_report)} trial(s) ended without reporting {cfg.metric!r}: "
@@ -262,6 +262,6 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
         errors = "; ".join(t["error"] for t in trials if t["error"]) or "no trial reported the metric"
         raise RuntimeError(f"sweep {name}: every trial failed ({errors})")
     best = grid.get_best_result(metric=cfg.metric, mode=cfg.mode, filter_nan_and_inf=True)
-    ckpt = Path(best.checkpoint.path) if best.checkpoint is not None else None
+    ckpt = Path(store.local_path(name, best.checkpoint.path)) if best.checkpoint is not None else None
     return SweepResult(best_config=dict(best.config), best_metrics=dict(best.metrics), best_checkpoint=ckpt,
                        trials=trials, study=study)

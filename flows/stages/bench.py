@@ -63,6 +63,10 @@ from components.bench.oracle import naive_oracle_grid
 from components.bench.beam import compare_decoding, compare_train_epochs
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.bench.crf_libraries import PytorchCRF, TorchStruct
+from components.bench.cost import cost_figure, gd_curve, mh_curve
+from components.bench.curves import first_under, median, overhead_threshold, ray_overhead, spin
+from components.io import atomic_path
+from components.reports.curves import close
 from flows.stages.common import StageContext, main
 
 
@@ -73,21 +77,25 @@ class KernelBenchConfig:
     labels: tuple[int, ...] = (17, 400, 1000)
     baselines: tuple[str, ...] = ("pytorch_crf", "torch_struct")
     torch_struct_max_labels: int = 64      # its L^3 parallel scan does not fit beyond this on 24 GiB
+    # above this L the baselines get no warm-up call in the timing: a call costs seconds, and the
+    # agreement check has just called them on the same inputs
+    baseline_warmup_max_labels: int = 400
 
     def __post_init__(self):
         check_range(self, positive=("batch", "length", "labels"),
-                    nonnegative=("torch_struct_max_labels",))
+                    nonnegative=("torch_struct_max_labels", "baseline_warmup_max_labels"))
 
 
 @dataclass(frozen=True)
 class OracleBenchConfig:
     task: str = "pos"
     energy: str = "blstm_crf_plus"
-    instances: int = 2                      # the naive loop costs ~15 s per instance on 2 cores, >= 3 rounds
+    instances: int = 2                      # the naive loop costs ~15 s per instance on 2 cores
     energy_dir: str = "models/energy"
+    rounds: int = 2                         # exactly this many timed rounds (a naive call costs ~15 s)
 
     def __post_init__(self):
-        check_range(self, positive=("instances",))
+        check_range(self, positive=("instances", "rounds"))
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,56 @@ class MCMCBenchConfig:
 
 
 @dataclass(frozen=True)
+class CurvesConfig:
+    """Cost curves (issue 29): throughput against size, each point timed beside its matmul ceiling
+    (``components.bench.cost``) under ``timing`` (a short cap: a point is a curve's sample, not a
+    claim), drawn into ``dir``/mh_curve.png and ``dir``/gd_curve.png."""
+    # chains x sentences, strictly increasing; on 2 CPU cores a sweep at 256 costs ~3-6 s, so the
+    # default stops at 64 (params can extend it to thousands on a GPU)
+    mh_totals: tuple[int, ...] = (1, 2, 4, 16, 64)
+    mh_max_sentences: int = 4               # sentences per point (the rest of a total are chains)
+    mh_source_length: int = 12
+    mh_target_length: int = 4               # one sweep costs ~T (1 + T) token passes per chain: kept short
+    mh_naive_max: int = 2                   # the naive Algorithm 4 only at totals <= this
+    gd_sizes: tuple[int, ...] = (1, 4, 16)  # instances (test sentences, cycled), strictly increasing
+    timing: TimingConfig = field(default_factory=lambda: TimingConfig(max_seconds=2.0, min_rounds=2, max_rounds=2,
+                                                                      min_turn_s=0.05))
+    dir: str = "plots/bench"
+
+    def __post_init__(self):
+        check_range(self, positive=("mh_totals", "mh_max_sentences", "mh_source_length", "mh_target_length",
+                                    "gd_sizes"), nonnegative=("mh_naive_max",))
+        for key in ("mh_totals", "gd_sizes"):
+            xs = getattr(self, key)
+            if not xs or any(b <= a for a, b in zip(xs, xs[1:])):
+                raise field_error(self, key, f"must be non-empty and strictly increasing, got {list(xs)}")
+        bad = [t for t in self.mh_totals if t % min(t, self.mh_max_sentences)]
+        if bad:
+            raise field_error(self, "mh_totals", f"each total must be a multiple of min(total, mh_max_sentences="
+                                                 f"{self.mh_max_sentences}), got {bad}")
+
+
+@dataclass(frozen=True)
+class RayBenchConfig:
+    """Ray ``sharded_map`` overhead on one node (issue 29): ``len(shards) x len(work_s)`` maps of
+    busy-wait shards, each the median of ``repeats`` wall times, against the ideal
+    ``shards * work_s / parallelism``; ``threshold``: the overhead share the table's verdict uses."""
+    enabled: bool = True
+    shards: tuple[int, ...] = (2, 8)        # shards per map
+    work_s: tuple[float, ...] = (0.005, 0.02, 0.08)   # seconds of work per shard, strictly increasing
+    repeats: int = 3
+    parallelism: int = 2                    # CPUs of the local Ray instance (one per shard); ignored with RAY_ADDRESS
+    threshold: float = 0.10
+    report: str = "plots/bench/ray.md"
+
+    def __post_init__(self):
+        check_range(self, positive=("shards", "work_s", "repeats", "parallelism"), within={"threshold": "(0, 1)"})
+        if not self.shards or not self.work_s or any(b <= a for a, b in zip(self.work_s, self.work_s[1:])):
+            raise field_error(self, "work_s", f"must be non-empty and strictly increasing (and shards non-empty), "
+                                              f"got {list(self.work_s)}")
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     threads: int = 2
     gpu: bool = True                        # also run on CUDA when it is available
@@ -143,6 +201,8 @@ class BenchConfig:
     oracle: OracleBenchConfig = field(default_factory=OracleBenchConfig)
     beam: BeamBenchConfig = field(default_factory=BeamBenchConfig)
     mcmc: MCMCBenchConfig = field(default_factory=MCMCBenchConfig)
+    curves: CurvesConfig = field(default_factory=CurvesConfig)
+    ray: RayBenchConfig = field(default_factory=RayBenchConfig)
     report: str = "plots/bench/kernels.md"
 
     def __post_init__(self):
@@ -213,7 +273,8 @@ def bench_kernels(cfg: KernelBenchConfig, device: str, timing: TimingConfig = Ti
             if op == "viterbi":
                 fns["ours_compiled"] = compiled
                 ours.append("ours_compiled")
-            res = compare(fns, baseline=baselines, ours=ours, timing=timing, device=device)
+            cold = baselines if L > cfg.baseline_warmup_max_labels else []
+            res = compare(fns, baseline=baselines, ours=ours, timing=timing, device=device, no_warmup=cold)
             for name, side in res["sides"].items():
                 out[f"L{L}.{op}.{name}_ms"] = 1000 * side["median_s"]
             for b in baselines:
@@ -282,19 +343,24 @@ def markdown(results: dict[str, dict[str, Any]], cfg: KernelBenchConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def oracle_potentials(cfg: OracleBenchConfig, ctx: StageContext, device: str, n: int):
+    """(unary, transition, mask) of the oracle energy on the first ``n`` test sentences of its task."""
+    task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
+    energy = checkpoints.load(ctx.path(cfg.energy_dir) / cfg.task / cfg.energy, device, expect="energy")
+    batch = task.test.collate(list(range(min(n, len(task.test))))).to(device)
+    with torch.no_grad():
+        p = energy.potentials(batch)
+    ch = linear_chain.validate(p.unary, p.transition, p.mask, caller="bench oracle")
+    return ch.unary, ch.transition, ch.mask
+
+
 def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device: str,
                  timing: TimingConfig = TimingConfig()) -> dict[str, Any]:
     """The full oracle grid (every lr x every N) on the first ``instances`` test sentences of a task:
     the vectorised GD against the paper's naive loop (one instance, one (N, lr) at a time), same
     initial logits, same data, interleaved by :func:`compare` (no warm-up of the naive side: a
     run costs about a minute); labels must agree."""
-    task = load_tagging_task(ctx.path(ctx.base.prepared_dir) / cfg.task)
-    energy = checkpoints.load(ctx.path(cfg.energy_dir) / cfg.task / cfg.energy, device, expect="energy")
-    batch = task.test.collate(list(range(min(cfg.instances, len(task.test))))).to(device)
-    with torch.no_grad():
-        p = energy.potentials(batch)
-    ch = linear_chain.validate(p.unary, p.transition, p.mask, caller="bench oracle")
-    unary, trans, mask = ch.unary, ch.transition, ch.mask
+    unary, trans, mask = oracle_potentials(cfg, ctx, device, cfg.instances)
     g = torch.Generator(device="cpu").manual_seed(seed_for(ctx.base.seed, "bench", "oracle", "starts"))
     z0 = initial_logits(unary, mask, gd, None, g)
     last: dict[str, Any] = {}
@@ -305,7 +371,8 @@ def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device
         return call
 
     fns = {"naive": side("naive", naive_oracle_grid), "batched": side("batched", gradient_descent)}
-    res = compare(fns, baseline="naive", ours="batched", timing=timing, no_warmup=["naive"], device=device)
+    res = compare(fns, baseline="naive", ours="batched", timing=timing, no_warmup=["naive"], device=device,
+                  min_rounds=cfg.rounds, max_rounds=cfg.rounds)
     fast, slow = last["batched"], last["naive"]
     agree = float((fast.labels == slow.labels)[mask.expand_as(fast.labels)].double().mean())
     if agree < 0.999:
@@ -315,7 +382,7 @@ def bench_oracle(cfg: OracleBenchConfig, gd: GDConfig, ctx: StageContext, device
            "converged": res["converged"], "load_avg_start": res["load_avg_start"], "label_agreement": agree,
            "max_abs_energy_diff": float((fast.energy - slow.energy).abs().max()),
            "max_abs_relaxed_energy_diff": float((fast.relaxed_energy - slow.relaxed_energy).abs().max())}
-    return {**out, "instances": float(batch.words.shape[0]), "lrs": float(len(gd.lrs)),
+    return {**out, "instances": float(unary.shape[0]), "lrs": float(len(gd.lrs)),
             "max_N": float(max(gd.checkpoints)), "target_100x": out["speedup"] >= 100}
 
 
@@ -411,6 +478,138 @@ def mcmc_markdown(res: dict[str, Any], cfg: MCMCBenchConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_curves(cfg: CurvesConfig, mcfg: MCMCBenchConfig, model_cfg: CMLMConfig, vocab: tuple[int, int],
+                 potentials: tuple[torch.Tensor, torch.Tensor, torch.Tensor], gd: GDConfig, device: str, *,
+                 seed: int = 0) -> dict[str, Any]:
+    """The MH and GD cost curves (``components.bench.cost``) on ``device``: ``{"mh": [points],
+    "gd": [points]}``. The MH model is the MH benchmark's random-init CMLM (``seed_for(seed, "model")``)."""
+    model = ConditionalMLM(vocab[0], vocab[1], model_cfg, seed=seed_for(seed, "model")).to(device).eval()
+    mh = mh_curve(model, mcfg.energy, cfg.mh_totals, max_sentences=cfg.mh_max_sentences,
+                  source_length=cfg.mh_source_length, target_length=cfg.mh_target_length, src_vocab=vocab[0],
+                  naive_max=cfg.mh_naive_max, timing=cfg.timing, device=device, seed=seed_for(seed, "mh"))
+    unary, trans, mask = (t.to(device) for t in potentials)
+    gdc = gd_curve(unary, trans, mask, gd, cfg.gd_sizes, timing=cfg.timing, device=device, seed=seed_for(seed, "gd"))
+    return {"mh": mh, "gd": gdc}
+
+
+def curve_figures(curves: dict[str, Any], oracle: dict[str, Any] | None, device: str) -> dict[str, Any]:
+    """The two figures of one device's curves: ``{"mh_curve.png": fig, "gd_curve.png": fig}``; the
+    GD figure's naive point is the oracle-grid comparison's (``oracle``)."""
+    mh, gdc = curves["mh"], curves["gd"]
+    naive = [p for p in mh if "naive_proposals_per_s" in p]
+    f_mh = cost_figure([p["total"] for p in mh], {
+        "mh_mlm (one sweep)": ([p["total"] for p in mh], [p["fast_proposals_per_s"] for p in mh]),
+        "naive Algorithm 4": ([p["total"] for p in naive], [p["naive_proposals_per_s"] for p in naive]),
+        "ceiling: output-projection matmul": ([p["total"] for p in mh], [p["ceiling_proposals_per_s"] for p in mh])},
+        xlabel="chains x sentences", ylabel="MH proposals / s", ceiling="ceiling: output-projection matmul",
+        title=f"MH with MLM proposals ({device}, target length {mh[0]['proposals'] // max(mh[0]['total'], 1)})")
+    gd_series = {
+        "vectorised GD grid": ([p["instances"] for p in gdc], [p["instances_per_s"] for p in gdc]),
+        "naive loop (oracle comparison)": (([oracle["instances"]], [oracle["instances"] / oracle["naive_s"]])
+                                           if oracle else ([], [])),
+        "ceiling: pairwise matmul": ([p["instances"] for p in gdc], [p["ceiling_instances_per_s"] for p in gdc])}
+    f_gd = cost_figure([p["instances"] for p in gdc], gd_series, xlabel="instances (test sentences)",
+                       ylabel="instances / s (full oracle grid)", ceiling="ceiling: pairwise matmul",
+                       title=f"GD oracle grid ({device}, {gdc[0]['grid']} runs per instance, {gdc[0]['steps']} steps)")
+    return {"mh_curve.png": f_mh, "gd_curve.png": f_gd}
+
+
+def bench_ray(cfg: RayBenchConfig, progress=print) -> dict[str, Any]:
+    """``flows.parallel.sharded_map`` overhead (module ``components.bench.curves``): for each shard
+    count and work per shard, the median wall time of ``repeats`` maps of ``spin(work_s)`` shards
+    (one CPU each) after one untimed map that starts the workers. Joins the cluster at
+    ``RAY_ADDRESS`` when it is set (parallelism: the cluster's CPUs), else starts a local instance
+    of ``cfg.parallelism`` CPUs (and shuts it down after). Returns ``rows`` (one per map, see
+    ``ray_overhead``), ``parallelism``, ``overhead_per_task_s`` (median over the rows),
+    ``threshold``, ``model_threshold_work_s`` (the shard work above which that overhead is under
+    ``threshold``), ``measured_threshold_work_s`` (the smallest measured work with every row under
+    it, or None), ``nodes``, ``address``."""
+    import os
+    import time
+
+    import ray
+
+    from components.config import ResourcesConfig
+    from flows.parallel import sharded_map
+    from flows.ray_runtime import init_ray, shutdown_ray
+
+    address = os.environ.get("RAY_ADDRESS") or None
+    started = not ray.is_initialized()
+    init_ray(num_cpus=None if address else cfg.parallelism)
+    try:
+        parallelism = int(ray.cluster_resources().get("CPU", 1))
+        nodes = len([n for n in ray.nodes() if n.get("Alive")])
+        one = ResourcesConfig(cpu=1, gpu=0)
+        sharded_map(spin, [0.0] * parallelism, resources=one, desc="ray warm-up")
+        rows = []
+        for n in cfg.shards:
+            for w in cfg.work_s:
+                walls = []
+                for _ in range(cfg.repeats):
+                    t0 = time.perf_counter()
+                    sharded_map(spin, [w] * n, resources=one, desc=f"ray {n}x{w:g}s")
+                    walls.append(time.perf_counter() - t0)
+                row = ray_overhead(median(walls), n, w, parallelism)
+                rows.append(row)
+                progress(f"bench ray {n} shards x {w:g} s: wall {row['wall_s']:.3f} s, ideal {row['ideal_s']:.3f} s, "
+                         f"overhead {100 * row['overhead_frac']:.0f}%")
+    finally:
+        if started:
+            shutdown_ray()
+    o = median(r["overhead_per_task_s"] for r in rows)
+    return {"rows": rows, "parallelism": float(parallelism), "nodes": float(nodes), "address": address or "local",
+            "overhead_per_task_s": o, "threshold": cfg.threshold,
+            "model_threshold_work_s": overhead_threshold(o, cfg.threshold),
+            "measured_threshold_work_s": first_under(rows, cfg.threshold)}
+
+
+def ray_markdown(r: dict[str, Any]) -> str:
+    t = r["threshold"]
+    lines = [f"### Ray sharded_map overhead ({int(r['nodes'])} node(s), {r['address']}, parallelism "
+             f"{int(r['parallelism'])} CPUs, one CPU per shard)", "",
+             "| shards | work per shard (s) | wall (s, median) | ideal (s) | overhead (s) | per task (s) | "
+             "overhead share | efficiency |", "|---|---|---|---|---|---|---|---|"]
+    for row in r["rows"]:
+        lines.append(f"| {int(row['shards'])} | {row['work_s']:g} | {row['wall_s']:.3f} | {row['ideal_s']:.3f} | "
+                     f"{row['overhead_s']:.3f} | {row['overhead_per_task_s']:.4f} | {100 * row['overhead_frac']:.0f}% | "
+                     f"{row['efficiency']:.2f} |")
+    m = r["measured_threshold_work_s"]
+    lines += ["", f"ideal = shards x work / parallelism; per-task overhead = (wall - ideal) x parallelism / shards, "
+                  f"median {r['overhead_per_task_s'] * 1000:.1f} ms: the overhead is under {100 * t:.0f}% of the "
+                  f"time once a shard holds more than {r['model_threshold_work_s']:.3f} s of work "
+                  f"(o (1 - f) / f); measured: "
+                  + (f"under {100 * t:.0f}% at every shard count from {m:g} s of work per shard" if m is not None
+                     else f"no measured shard size was under {100 * t:.0f}% at every shard count"), ""]
+    return "\n".join(lines) + "\n"
+
+
+def curves_markdown(curves: dict[str, Any]) -> str:
+    lines = ["### Cost curves (issue 29)", ""]
+    for dev, c in curves.items():
+        if not isinstance(c, dict):
+            lines += [f"{dev}: {c}", ""]
+            continue
+        lines += [f"#### {dev}", ""]
+        if dev == "cpu":
+            lines += ["![MH proposals/s](mh_curve.png) ![GD instances/s](gd_curve.png)", ""]
+        lines += ["| chains x sentences | chains | sentences | mh_mlm proposals/s | naive proposals/s | "
+                  "ceiling proposals/s | share of ceiling | rows/proposal | rounds |", "|---|---|---|---|---|---|---|---|---|"]
+        for p in c["mh"]:
+            nv = f"{p['naive_proposals_per_s']:.1f}" if "naive_proposals_per_s" in p else "–"
+            lines.append(f"| {p['total']} | {p['chains']} | {p['sentences']} | {p['fast_proposals_per_s']:.0f} | {nv} | "
+                         f"{p['ceiling_proposals_per_s']:.0f} | "
+                         f"{p['fast_proposals_per_s'] / p['ceiling_proposals_per_s']:.2f} | "
+                         f"{p['rows_per_proposal']:.2f} | {p['rounds']} |")
+        lines += ["", "| instances | GD grid instances/s | ceiling instances/s | share of ceiling | grid s | rounds |",
+                  "|---|---|---|---|---|---|"]
+        for p in c["gd"]:
+            lines.append(f"| {p['instances']} | {p['instances_per_s']:.1f} | {p['ceiling_instances_per_s']:.0f} | "
+                         f"{p['instances_per_s'] / p['ceiling_instances_per_s']:.3f} | {p['batched_s']:.3f} | "
+                         f"{p['rounds']} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(BenchConfig, "bench", params)
     cmlm_model = cmlm_section(params, "model", CMLMConfig)
@@ -436,9 +635,30 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         mcmc[dev] = bench_mcmc(cfg.mcmc, cmlm_model, (cmlm_data.src_vocab_size, cmlm_data.tgt_vocab_size), dev,
                                cfg.timing, seed=seed_for(ctx.base.seed, "bench", "mcmc"))
         print(f"bench {dev} mcmc: {mcmc[dev]}", flush=True)
+    curves: dict[str, Any] = {}
+    vocab = (cmlm_data.src_vocab_size, cmlm_data.tgt_vocab_size)
+    for dev in devices:
+        pots = oracle_potentials(cfg.oracle, ctx, dev, max(cfg.curves.gd_sizes))
+        curves[dev] = bench_curves(cfg.curves, cfg.mcmc, cmlm_model, vocab, pots, gd, dev,
+                                   seed=seed_for(ctx.base.seed, "bench", "curves"))
+        print(f"bench {dev} curves: {curves[dev]}", flush=True)
+    figs = curve_figures(curves["cpu"], results["cpu"].get("oracle_grid"), "cpu")
+    for name, fig in figs.items():
+        with atomic_path(ctx.path(cfg.curves.dir) / name) as tmp:
+            fig.savefig(tmp, format="png")
+        close(fig)
+        ctx.tracker.log_artifact(ctx.path(cfg.curves.dir) / name, "bench")
+    ray_res: dict[str, Any] = {}
+    if cfg.ray.enabled:
+        ray_res = bench_ray(cfg.ray, progress=lambda m: print(m, flush=True))
+        write_text(ctx.path(cfg.ray.report), ray_markdown(ray_res))
+    else:
+        write_text(ctx.path(cfg.ray.report), "Ray sharded_map overhead: not measured (bench.ray.enabled: false)\n")
+    ctx.tracker.log_artifact(ctx.path(cfg.ray.report), "bench")
     if "cuda" not in devices:
         beam["cuda"] = "no GPU" if not torch.cuda.is_available() else "skipped (bench.gpu: false)"
         mcmc["cuda"] = beam["cuda"]
+        curves["cuda"] = beam["cuda"]
     machine = {"cpu": platform.processor() or platform.machine(), "threads": cfg.threads,
                "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else "none",
                "load_avg_start": _load(load)}
@@ -451,10 +671,12 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
               "a ratio is the median of the per-round ratios baseline / ours, with its IQR (q1-q3). "
               "Load average (1, 5, 15 min) at the start of the stage and of each comparison.")
     write_text(ctx.path(cfg.report), f"machine: {machine}\n\n{method}\n\n" + markdown(results, cfg.kernels)
-               + "\n" + beam_markdown(beam, cfg.beam) + "\n" + mcmc_markdown(mcmc, cfg.mcmc))
+               + "\n" + beam_markdown(beam, cfg.beam) + "\n" + mcmc_markdown(mcmc, cfg.mcmc)
+               + "\n" + curves_markdown(curves) + "\n" + (ray_markdown(ray_res) if ray_res else ""))
     ctx.tracker.log_artifact(ctx.path(cfg.report), "bench")
     ctx.tracker.log_params({f"machine.{k}": v for k, v in machine.items()})
-    return {"kernels": results, "beam": beam, "mcmc": mcmc, "machine": machine, "load_avg_start": load}
+    return {"kernels": results, "beam": beam, "mcmc": mcmc, "curves": curves, "ray": ray_res, "machine": machine,
+            "load_avg_start": load}
 
 
 if __name__ == "__main__":
