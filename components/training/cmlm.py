@@ -35,7 +35,8 @@ Dev metrics (:func:`evaluate_cmlm`, all means over masked tokens or pairs):
   a model that learned anything has ``token_loss`` well below it;
 * for each ratio r of ``dev_ratios`` (masking max(1, round(r T)) positions; r = 1 is the first
   step of mask-predict decoding): ``token_loss_r<100 r>``, ``token_acc_r<100 r>``,
-  ``unigram_loss_r<100 r>``;
+  ``unigram_loss_r<100 r>`` — of the best epoch only (``CMLMTrainResult.best``; the per-epoch
+  records skip them: four more decoder passes over dev each epoch);
 * ``length_nll`` and ``length_acc`` (argmax of ``predict_length`` = T).
 
 Dev pairs the model cannot score (target or source longer than its ``max_target_len`` /
@@ -278,9 +279,10 @@ def make_eval_set(model: Any, dataset: Any, *, batch_size: int = 64, ratios: Seq
 
 @torch.no_grad()
 def evaluate_cmlm(model: Any, eval_set: CMLMEvalSet, unigram: Tensor, *,
-                  length_weight: float = 0.1) -> dict[str, float]:
+                  length_weight: float = 0.1, ratios: bool = True) -> dict[str, float]:
     """Dev metrics (module doc) of ``model`` (put in eval mode, restored after) on ``eval_set``;
-    ``unigram`` log q [V] the baseline."""
+    ``unigram`` log q [V] the baseline. ``ratios=False``: the objective's masks only (no ``*_r<k>``
+    metrics; what training needs each epoch)."""
     was = model.training
     model.eval()
     device = model.allowed.device
@@ -297,6 +299,8 @@ def evaluate_cmlm(model: Any, eval_set: CMLMEvalSet, unigram: Tensor, *,
             cb = cb.to(device)
             ctx = model.encode(cb)
             for key, masked in masks.items():
+                if key != "obj" and not ratios:
+                    continue
                 masked = masked.to(device)
                 nll, _, correct = _token_terms(model, cb, ctx, masked, 0.0)
                 sfx = "" if key == "obj" else f"_{key}"
@@ -407,7 +411,8 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
                 if on_batch:
                     on_batch(i + 1, n_batches, loss.item())
             train_s = time.perf_counter() - t0
-            metrics = evaluate_cmlm(model, dev, unigram, length_weight=cfg.length_weight)
+            # the extra masking ratios are metrics of the best epoch only (computed once, below)
+            metrics = evaluate_cmlm(model, dev, unigram, length_weight=cfg.length_weight, ratios=False)
             if curve_dev is not None:
                 model.eval()
                 metrics["bleu"] = float(decode_bleu(model, curve_dev, tgt_vocab, curve_decode,
@@ -426,6 +431,8 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
                 break
     model.load_state_dict(best_state)
     model.eval()
+    if cfg.dev_ratios:           # the same masks and weights: the epoch's metrics, with the ratios added
+        best = {**evaluate_cmlm(model, dev, unigram, length_weight=cfg.length_weight), **best}
     stats["updates"] = updates
     return CMLMTrainResult(history, best_epoch, best, stats)
 
