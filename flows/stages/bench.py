@@ -177,7 +177,7 @@ class RayBenchConfig:
     ``shards * work_s / parallelism``; ``threshold``: the overhead share the table's verdict uses."""
     enabled: bool = True
     shards: tuple[int, ...] = (2, 8)        # shards per map
-    work_s: tuple[float, ...] = (0.005, 0.02, 0.08)   # seconds of work per shard, strictly increasing
+    work_s: tuple[float, ...] = (0.005, 0.02, 0.08, 0.32)   # seconds of work per shard, strictly increasing
     repeats: int = 3
     parallelism: int = 2                    # CPUs of the local Ray instance (one per shard); ignored with RAY_ADDRESS
     threshold: float = 0.10
@@ -540,14 +540,14 @@ def bench_ray(cfg: RayBenchConfig, progress=print) -> dict[str, Any]:
         parallelism = int(ray.cluster_resources().get("CPU", 1))
         nodes = len([n for n in ray.nodes() if n.get("Alive")])
         one = ResourcesConfig(cpu=1, gpu=0)
-        sharded_map(spin, [0.0] * parallelism, resources=one, desc="ray warm-up")
+        sharded_map(spin, [0.0] * parallelism, resources=one, desc="ray warm-up", progress=False)
         rows = []
         for n in cfg.shards:
             for w in cfg.work_s:
                 walls = []
                 for _ in range(cfg.repeats):
                     t0 = time.perf_counter()
-                    sharded_map(spin, [w] * n, resources=one, desc=f"ray {n}x{w:g}s")
+                    sharded_map(spin, [w] * n, resources=one, desc=f"ray {n}x{w:g}s", progress=False)
                     walls.append(time.perf_counter() - t0)
                 row = ray_overhead(median(walls), n, w, parallelism)
                 rows.append(row)
