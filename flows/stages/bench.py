@@ -145,9 +145,9 @@ class CurvesConfig:
     """Cost curves (issue 29): throughput against size, each point timed beside its matmul ceiling
     (``components.bench.cost``) under ``timing`` (a short cap: a point is a curve's sample, not a
     claim), drawn into ``dir``/mh_curve.png and ``dir``/gd_curve.png."""
-    # chains x sentences, strictly increasing; on 2 CPU cores a sweep at 256 costs ~3-6 s, so the
-    # default stops at 64 (params can extend it to thousands on a GPU)
-    mh_totals: tuple[int, ...] = (1, 2, 4, 16, 64)
+    # chains x sentences, strictly increasing; on 2 quiet CPU cores a sweep at 1,024 costs ~2 s (at
+    # 4,096 ~8 s a call: params can extend it, as gpu/check.py does on a GPU)
+    mh_totals: tuple[int, ...] = (1, 2, 4, 16, 64, 256, 1024)
     mh_max_sentences: int = 4               # sentences per point (the rest of a total are chains)
     mh_source_length: int = 12
     mh_target_length: int = 4               # one sweep costs ~T (1 + T) token passes per chain: kept short
