@@ -39,60 +39,10 @@ RAY=${RAY:-ray}
 PY=${PYTHON:-python}
 export RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0
 
-free_ports() {  # N distinct free TCP ports on 127.0.0.1
-    "$PY" - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
-
-stop_cluster() {  # end the processes of the cluster in $DIR, by pid
-    "$PY" - "$DIR" <<'EOF'
-import os, sys, time
-import psutil
-root = os.path.realpath(sys.argv[1]).rstrip("/") + "/"
-me = os.getpid()
-own = set()
-for p in psutil.process_iter(["pid", "cmdline"]):
-    try:
-        args = p.info["cmdline"] or []
-        ray_program = p.name() in ("raylet", "gcs_server") or any("/ray/" in a for a in args[:3])
-        if p.pid != me and ray_program and any(root in a for a in args):
-            own.add(p)
-    except psutil.Error:
-        pass
-procs = set(own)
-for p in own:                      # workers and agents are children of a raylet
-    try:
-        procs.update(p.children(recursive=True))
-    except psutil.Error:
-        pass
-def rank(p):
-    try:
-        name = p.name()
-    except psutil.Error:
-        return 1
-    return 0 if name == "raylet" else 2 if name == "gcs_server" else 1
-buckets = [[p for p in procs if rank(p) == r] for r in (0, 1, 2)]
-n = 0
-for bucket in buckets:
-    for p in bucket:
-        try:
-            p.terminate(); n += 1
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(bucket, timeout=5)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=2)
-print(f"stopped {n} process(es) of the Ray cluster in {root}")
-EOF
+PROCS="$(dirname "$0")/procs.py"   # shared with slurm.sh and slurm/ray-node.sh
+free_ports() { "$PY" "$PROCS" free-ports "$1"; }   # N distinct free TCP ports on 127.0.0.1
+stop_cluster() {  # end the Ray processes of the cluster in $DIR (and their workers), by pid
+    "$PY" "$PROCS" stop "$DIR" --ray-only --label "Ray cluster"
 }
 
 case "$cmd" in

@@ -143,15 +143,7 @@ stop_all() {
     rm -f "$DIR/run/"*.pid
 }
 
-free_ports() {  # N distinct free TCP ports on 127.0.0.1
-    "$PY" - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
+free_ports() { "$PY" "$(dirname "$0")/procs.py" free-ports "$1"; }   # N distinct free TCP ports on 127.0.0.1
 
 write_conf() {
     local ctl_port slurmd_port node user cpus hw

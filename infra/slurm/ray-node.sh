@@ -34,15 +34,8 @@ worker) [[ $# -eq 2 && "$2" == *:* ]] || die "usage: $0 worker HEAD_IP:PORT" ;;
 *) die "usage: $0 head GCS_PORT NODE_IP | worker HEAD_IP:PORT" ;;
 esac
 
-free_ports() {
-    "$PY" - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
+PROCS="$(dirname "$0")/../procs.py"   # shared with infra/ray-local-cluster.sh and infra/slurm.sh
+free_ports() { "$PY" "$PROCS" free-ports "$1" --host ""; }   # every interface: the other nodes connect
 
 stop_node() {  # the Ray processes of this node's temp dir, by pid (as infra/ray-local-cluster.sh stop)
     trap - TERM INT EXIT
@@ -51,50 +44,7 @@ stop_node() {  # the Ray processes of this node's temp dir, by pid (as infra/ray
         kill -0 "${ray_pid:-0}" 2>/dev/null || break
         sleep 0.1
     done
-    "$PY" - "$TMP" "${ray_pid:-0}" <<'EOF'
-import os, sys
-import psutil
-root = os.path.realpath(sys.argv[1]).rstrip("/") + "/"
-own = set()
-for p in psutil.process_iter(["pid", "cmdline"]):
-    try:
-        if p.pid != os.getpid() and any(root in a for a in p.info["cmdline"] or []):
-            own.add(p)
-    except psutil.Error:
-        pass
-try:
-    own.add(psutil.Process(int(sys.argv[2])))     # `ray start --block` itself
-except (psutil.Error, ValueError):
-    pass
-procs = set(own)
-for p in own:
-    try:
-        procs.update(p.children(recursive=True))
-    except psutil.Error:
-        pass
-def rank(p):
-    try:
-        name = p.name()
-    except psutil.Error:
-        return 1
-    return 0 if name == "raylet" else 2 if name == "gcs_server" else 1
-n = 0
-for r in (0, 1, 2):
-    bucket = [p for p in procs if rank(p) == r]
-    for p in bucket:
-        try:
-            p.terminate(); n += 1
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(bucket, timeout=4)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=2)
-print(f"ray-node.sh: stopped {n} Ray process(es) of {root}", flush=True)
-EOF
+    "$PY" "$PROCS" stop "$TMP" --pid "${ray_pid:-0}" --grace 4 --label ray-node.sh
     [[ "${APPROXINFER_KEEP_RAY_TMP:-0}" == 1 ]] || rm -rf "$TMP"
 }
 
