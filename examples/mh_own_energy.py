@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from components.inference.mcmc.base import run_chains
-from components.inference.mcmc.registry import SAMPLERS
+from components.inference.api import sample
 
 torch.manual_seed(0)
 N, L = 5, 3
@@ -52,9 +51,8 @@ ys = torch.tensor(list(itertools.product(range(L), repeat=N)))
 e = energy.energy(Batch(batch.unary.expand(len(ys), -1, -1), batch.mask.expand(len(ys), -1)), ys)
 exact = torch.softmax(-e, 0)
 
-sampler = SAMPLERS.build("mh_uniform", {}, seed=0)
 chains, burn_in = 4000, 60
-state, stats = run_chains(sampler, energy, batch, n_chains=chains, n_steps=burn_in)
+state, stats = sample(energy, "mh_uniform", batch=batch, n_chains=chains, n_steps=burn_in, seed=0)
 index = (state.y[:, 0] * L ** torch.arange(N - 1, -1, -1)).sum(-1)         # each chain's output as a number
 empirical = torch.bincount(index, minlength=L ** N).float() / chains
 tv = 0.5 * (empirical - exact).abs().sum().item()

@@ -12,16 +12,17 @@ on your own chain energy, or on a pytorch-crf model, with the methods the pipeli
     log_z, probs = log_partition(p), marginals(p)
 
 Scores, not energies: E(y) = -(sum_t unary[t, y_t] + sum_t transition[y_t, y_t+1]), so the MAP has
-the lowest energy. ``decode(energy, method, config, batch=...)`` takes any ``ChainEnergy``
-(:mod:`components.energies.base`: ``structure = "chain"`` and ``potentials(batch)``) instead, and
+the lowest energy. ``decode(model, method, config, batch=...)`` takes any ``ChainEnergy``
+(:mod:`components.energies.base`: ``structure = "chain"`` and ``potentials(batch)``) or, for the
+step decoders (``greedy``, ``beam``, ``soft_beam``), any ``StepScorer``; ``sample(energy, sampler,
+config, batch=..., n_chains=..., n_steps=...)`` runs a ``SAMPLERS`` entry on any ``Energy``; and
 :class:`PytorchCRFEnergy` is one made of a pytorch-crf ``CRF`` and your emission network (its start
 and end transitions folded into the first and last positions' unary scores, which leaves every
 sequence's score unchanged). The methods and their configs are ``INFERENCE``'s
 (``components.inference.registry``: ``viterbi``, ``gd``, ``gd_adam``, ...;
 ``INFERENCE.names(needs="ChainEnergy")`` lists those for chain energies, ``INFERENCE[name].doc`` says
 what each does); methods that need a trained inference network (``infnet``, ``tailored_infnet``,
-``gd_warm_start``) take it as ``net=``. Step scorers (greedy / beam decoding) and MLM samplers have
-their own entries in ``INFERENCE`` and ``SAMPLERS``; ``examples/`` shows each path end to end.
+``gd_warm_start``) take it as ``net=``. ``examples/`` shows the paths end to end.
 """
 from __future__ import annotations
 
@@ -29,13 +30,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from components.energies.base import require
-from components.energies.chain import ChainEnergy, ChainPotentials, FixedPotentials
+from components.energies.chain import ChainPotentials, FixedPotentials
 from components.inference.base import InferenceResult
+from components.inference.mcmc.base import run_chains
+from components.inference.mcmc.registry import SAMPLERS
 from components.inference.registry import INFERENCE
 from components.structures import linear_chain
 
-__all__ = ["chain", "decode", "log_partition", "marginals", "PytorchCRFEnergy"]
+__all__ = ["chain", "decode", "sample", "log_partition", "marginals", "PytorchCRFEnergy"]
 
 
 def chain(unary: torch.Tensor, transition: torch.Tensor, mask: torch.Tensor | None = None, *,
@@ -54,23 +56,35 @@ def chain(unary: torch.Tensor, transition: torch.Tensor, mask: torch.Tensor | No
     return ChainPotentials(ch.unary, ch.transition, ch.mask)
 
 
-def decode(energy: ChainPotentials | Any, method: str = "viterbi", config: Mapping[str, Any] | Any = None, *,
+def decode(model: ChainPotentials | Any, method: str = "viterbi", config: Mapping[str, Any] | Any = None, *,
            batch: Any = None, seed: int = 0, **inputs: Any) -> InferenceResult:
     """Run the ``INFERENCE`` method ``method`` (its config from ``config``, a mapping read strictly or
-    the method's own config object) on ``energy``: a :class:`ChainPotentials` (from :func:`chain`),
-    or any ``ChainEnergy`` with the ``batch`` it scores. ``seed``: the random starts of a seeded
-    method (``gd``, ``gd_adam``, ...). ``inputs``: what the method needs besides its config (``net=``
-    for the inference-network methods). Returns labels [B, N], the relaxed output where the method
-    has one, the energy [B] of the labels, and the method's stats."""
-    if isinstance(energy, ChainPotentials):
+    the method's own config object) on ``model`` with the ``batch`` it scores: a
+    :class:`ChainPotentials` (from :func:`chain`; no batch), a ``ChainEnergy`` for the chain methods
+    (``viterbi``, ``gd``, ...), a ``StepScorer`` (:mod:`components.models.step_scorer`) for ``greedy``,
+    ``beam`` and ``soft_beam``. The method checks the model (a ``TypeError`` naming the method and
+    what is missing). ``seed``: the random starts of a seeded method (``gd``, ``gd_adam``, ...).
+    ``inputs``: what the method needs besides its config (``net=`` for the inference-network methods).
+    Returns labels, the relaxed output where the method has one, their energy / score, and the
+    method's stats."""
+    if isinstance(model, ChainPotentials):
         if batch is not None:
-            raise ValueError("decode: a ChainPotentials is its own batch; pass batch= only with a ChainEnergy")
-        energy = FixedPotentials(energy)
-    else:
-        require(energy, ChainEnergy, f"decode({method!r})")
+            raise ValueError("decode: a ChainPotentials is its own batch; pass batch= only with a model")
+        model = FixedPotentials(model)
     if INFERENCE[method].meta.get("seeded"):
         inputs = {"seed": seed, **inputs}
-    return INFERENCE.build(method, config, **inputs)(energy, batch)
+    return INFERENCE.build(method, config, **inputs)(model, batch)
+
+
+def sample(energy: Any, sampler: str = "mh_uniform", config: Mapping[str, Any] | Any = None, *, batch: Any,
+           n_chains: int, n_steps: int, seed: int = 0, **init: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+    """Run ``n_chains`` chains per instance of ``batch`` for ``n_steps`` steps of the ``SAMPLERS`` entry
+    ``sampler`` on ``energy`` (``mh_uniform``: any ``Energy`` with ``n_labels``; ``gibbs_chain``: a
+    ``ChainEnergy``; ``mh_mlm`` / ``gibbs_mlm``: a masked-LM scorer). Returns the final state (its
+    ``y`` [C, B, N], ``energy`` [C, B]) and each step statistic's mean (e.g. ``accepted``). ``init``:
+    the sampler's ``init`` options (``mask``, ``n_labels``, ``y0``)."""
+    s = SAMPLERS.build(sampler, config, seed=seed)
+    return run_chains(s, energy, batch, n_chains=n_chains, n_steps=n_steps, **init)
 
 
 def log_partition(p: ChainPotentials) -> torch.Tensor:
