@@ -1,8 +1,6 @@
 """The library on one screen: exact and approximate inference on your own linear-chain potentials,
 on your own chain energy, or on a pytorch-crf model, with the methods the pipeline benchmarks.
-
-    import torch
-    from components.inference.api import chain, decode, log_partition, marginals
+With ``chain``, ``decode``, ``log_partition`` and ``marginals`` imported from this module:
 
     unary = torch.randn(2, 5, 4)                  # [B, N, L] scores of label l at position t
     transition = torch.randn(4, 4)                # [L, L] score of label i followed by label j
