@@ -333,6 +333,9 @@ class BaseConfig:
     raw_dir: str = "data/raw"
     prepared_dir: str = "data/prepared"
     threads: int = 0                  # torch intra-op threads; 0 = torch's default
+    # a folder of the user's plug-in modules (registry entries named "module:attribute"), put on
+    # sys.path and PYTHONPATH by every stage; the stages that can build plug-ins depend on it in dvc.yaml
+    plugin_dir: str = "plugins"
 
     def __post_init__(self):
         check_range(self, nonnegative=("seed", "threads"))

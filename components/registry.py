@@ -23,11 +23,25 @@ therefore plain data too (``needs="ChainEnergy"``, not the class). A config give
 (``config="GDInferenceConfig"``) lives in the module of ``make``. A registry may also register
 objects directly (``make`` a callable, ``config`` a class), when the entries are defined in the
 registry's own module.
+
+**Plug-ins.** A params entry may name a user's object instead of a registered name:
+``"package.module:attribute"`` (the module importable, e.g. from ``base.plugin_dir``, which the
+stages put on ``sys.path``), or a name another installed package declares in the entry-point group
+``approxinfer.<family>`` (``approxinfer.inference_method``, ``approxinfer.energy``,
+``approxinfer.sampler``, ``approxinfer.objective``, ...; spaces become underscores). The object is
+the entry's ``make(cfg, **inputs)``; its config is its ``config`` attribute (a dataclass whose
+fields all have defaults; :class:`NoConfig` when it has none), read with the same strict checks as a
+registered entry's, and its ``meta`` attribute (a dict) is the entry's meta (an inference method
+says ``needs``, ``inputs`` and ``seeded`` there as the registered ones do). An
+:class:`Entry` object may be named too. Plug-ins are looked up by :meth:`Registry.__getitem__`,
+:meth:`~Registry.check`, :meth:`~Registry.config` and :meth:`~Registry.build`; they are not listed
+by iteration or :meth:`~Registry.names`, which stay the project's own entries.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -96,6 +110,12 @@ class Registry(Mapping[str, Entry]):
     def __init__(self, family: str):
         self.family = family
         self._entries: dict[str, Entry] = {}
+        self._plugins: dict[str, Entry] = {}
+
+    @property
+    def entry_point_group(self) -> str:
+        """The entry-point group other packages declare plug-ins of this family in."""
+        return "approxinfer." + self.family.replace(" ", "_")
 
     # -- definition ------------------------------------------------------------------------------
     def register(self, name: str, config: type | str, make: Callable[..., Any] | str | None = None, *,
@@ -124,10 +144,28 @@ class Registry(Mapping[str, Entry]):
 
     # -- lookup ----------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Entry:
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise KeyError(f"{self.family}: unknown name {name!r}; known: {sorted(self._entries)}") from None
+        entry = self._entries.get(name)
+        if entry is not None:
+            return entry
+        if isinstance(name, str):
+            entry = self._plugins.get(name) or self._plugin(name)
+            if entry is not None:
+                return entry
+        raise KeyError(f"{self.family}: unknown name {name!r}; known: {sorted(self._entries)}, or a plug-in "
+                       f"'package.module:attribute', or an entry point of group {self.entry_point_group!r}")
+
+    def _plugin(self, name: str) -> Entry | None:
+        """The plug-in ``name`` names (``module:attribute`` or an entry point), or ``None``."""
+        if ":" in name:
+            obj = resolve(name, f"{self.family} {name!r}")
+        else:
+            eps = [ep for ep in importlib.metadata.entry_points(group=self.entry_point_group) if ep.name == name]
+            if not eps:
+                return None
+            obj = resolve(eps[0].value, f"{self.family} {name!r} (entry point of {self.entry_point_group})")
+        entry = plugin_entry(obj, name, self.family)
+        self._plugins[name] = entry
+        return entry
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -145,7 +183,14 @@ class Registry(Mapping[str, Entry]):
 
     def check(self, names: Any, where: str) -> None:
         """Raise a :class:`ConfigError` naming ``where`` if any of ``names`` is not registered."""
-        unknown = [n for n in ([names] if isinstance(names, str) else names) if n not in self._entries]
+        unknown = []
+        for n in ([names] if isinstance(names, str) else names):
+            try:
+                self[n]
+            except KeyError:
+                unknown.append(n)
+            except ConfigError as e:         # a plug-in that does not import, named where it is given
+                raise ConfigError(f"{where}: {e}") from None
         if unknown:
             raise ConfigError(f"{where}: unknown {self.family} {unknown}; known: {sorted(self._entries)}")
 
@@ -176,3 +221,26 @@ class Registry(Mapping[str, Entry]):
 @dataclass(frozen=True)
 class NoConfig:
     """The config of an entry without settings."""
+
+
+def plugin_entry(obj: Any, name: str, family: str) -> Entry:
+    """The :class:`Entry` of a user's object (see the module docstring, "Plug-ins"): an ``Entry``
+    as it is, or a callable ``make(cfg, **inputs)`` with optional ``config`` and ``meta``."""
+    where = f"{family} {name!r}"
+    if isinstance(obj, Entry):
+        return dataclasses.replace(obj, name=name, family=family)
+    if not callable(obj):
+        raise ConfigError(f"{where}: expected a callable make(cfg, **inputs) (a function or a class), "
+                          f"got {type(obj).__name__}")
+    config = getattr(obj, "config", NoConfig)
+    if not (isinstance(config, type) and dataclasses.is_dataclass(config)):
+        raise ConfigError(f"{where}: its 'config' attribute must be a dataclass class, got {config!r}")
+    missing = [f.name for f in dataclasses.fields(config)
+               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where}: config {config.__name__} fields without a default: {missing}")
+    meta = getattr(obj, "meta", {})
+    if not isinstance(meta, Mapping):
+        raise ConfigError(f"{where}: its 'meta' attribute must be a dict, got {type(meta).__name__}")
+    first = (getattr(obj, "__doc__", None) or "").strip().split("\n")[0]
+    return Entry(name, obj, config, first, dict(meta), family)

@@ -14,7 +14,8 @@ weights), and tells the study its ``sweep.metric``. A stage whose sweep runs onl
 Logged where the pipeline logs: the study in the same storage (``optuna.db`` beside the MLflow
 store, or ``APPROXINFER_OPTUNA_STORAGE``; see :mod:`flows.study_storage`), named after the stage and task
 ``<stage>-<task>[-<variant>]`` — the pipeline's sweeps add their settings' fingerprint to that stem
-and restart their study on every fresh run, while this one is the user's: ``--trials N`` adds N
+and start a study of their own on every fresh run (``-run2``, ... beside the earlier ones), while
+this one is the user's: ``--trials N`` adds N
 trials to it, resuming it if it exists (its sampler seeded with
 :func:`flows.task_sweeps.searcher_seed` of ``base.seed``, the stage, the task and the number of
 trials already in the study, so a fresh study's first suggestions are the pipeline's and a resumed
@@ -35,11 +36,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from components.config import BaseConfig, ConfigError, flatten, load_params, load_section, resolve_scale, set_dotted
+from components.config import BaseConfig, ConfigError, flatten, load_params, load_section, set_dotted
 from components.tracking import Tracker, make_tracker
 from components.training.guard import DidNotLearn
 from flows.search_space import check_metric, check_sweep_space
-from flows.stages.common import numeric
+from flows.stages.common import numeric, stage_params, use_plugin_dir
+from flows.studies import experiment_name
 from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, open_study_storage, optuna_distributions,
                                  shown_url, study_storage_url)
 from flows.task_sweeps import REPORTED, ModelSpec, searcher_seed, sweep_name, train_one
@@ -98,11 +100,12 @@ def run_study(stage: str, params: dict[str, Any], root: str | Path = ".", *, tri
         raise ConfigError(f"--trials must be >= 1, got {trials}")
     import optuna
     root = Path(root).resolve()
-    params = resolve_scale(params)
+    params = stage_params(params)
     spec = stage_spec(stage)
     if spec.section not in params:
         raise ConfigError(f"params: no '{spec.section}' section (the settings of stage {stage!r})")
     base = load_section(BaseConfig, "base", params)
+    use_plugin_dir(root, base)
     cfg = load_section(spec.config, spec.section, params)
     space = cfg.sweep.space
     if not space:
@@ -133,7 +136,7 @@ def run_study(stage: str, params: dict[str, Any], root: str | Path = ".", *, tri
         raise ConfigError(f"{spec.section}.sweep.mode: {cfg.sweep.mode!r}, but the study {name!r} in "
                           f"{shown_url(url)} is {study.direction.name.lower()}d; delete it or change the mode")
 
-    tracker = tracker or make_tracker(base.tracker, base.experiment, root)
+    tracker = tracker or make_tracker(base.tracker, experiment_name(base.experiment, stage), root)
     tracker.ensure_experiment()
     metric = cfg.sweep.metric
     tags = {STUDY_TAG: name, "study_stage": stage, "study_task": task_name, "study_variant": variant}

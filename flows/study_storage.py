@@ -7,7 +7,9 @@ temporary experiment workspaces), or the storage URL in ``APPROXINFER_OPTUNA_STO
 ``postgresql://...`` on a cluster). The study is ``<sweep name>-<settings>`` (e.g.
 ``train-pos-3fa1b2c4``): the sweep's name (stage, task, variant) and the first 8 hex digits of the
 fingerprint of its settings (sweep config, params, seed), so sweeps of other settings — e.g.
-queued DVC experiments running at once — never share a study. Each Optuna trial records its Ray
+queued DVC experiments running at once — never share a study. No study is ever deleted: a fresh
+run of a sweep whose study already holds trials starts ``<study>-run2`` (then ``-run3``, ...) beside
+it (:func:`run_study`), and a resumed one continues the latest. Each Optuna trial records its Ray
 trial id (user attribute ``ray_trial_id``, set by :func:`study_searcher`) and its MLflow run id
 (``mlflow_run_id``); the trial's MLflow run is tagged ``optuna_study`` and
 ``optuna_trial_number``, and the sweep's parent run ``optuna_study``. Only the driver writes the
@@ -72,13 +74,24 @@ def study_name(name: str, settings: str) -> str:
     return f"{name}-{settings[:8]}"
 
 
-def restart_study(storage: Any, name: str) -> None:
-    """Delete the study ``name`` if ``storage`` holds one (a fresh sweep starts it anew)."""
-    try:
-        storage.delete_study(storage.get_study_id_from_name(name))
-    except KeyError:                 # no such study
-        return
-    log.info("study %s: deleted the earlier run's study of that name (its trials stay in MLflow)", name)
+def run_study(storage: Any, stem: str, resume: bool) -> str:
+    """The study a pipeline sweep runs in, never deleting one: a fresh sweep takes ``stem`` (its
+    name and settings, :func:`study_name`) if no study of that name holds a trial, else the first
+    free ``<stem>-run<k>`` (k = 2, 3, ...), so a forced re-run with the same settings starts a new
+    study beside the earlier ones — the same seeded sampler from no trials, hence the same
+    suggestions — and the dashboard keeps listing them all. A resumed sweep continues the latest
+    study of ``stem`` (the one its interrupted run started)."""
+    names = {s.study_name: s for s in storage.get_all_studies()}
+    taken = [stem] + [f"{stem}-run{k}" for k in range(2, len(names) + 3)]
+    existing = [n for n in taken if n in names]
+    if resume and existing:
+        return existing[-1]
+    for n in taken:
+        if n not in names:
+            return n
+        if not storage.get_all_trials(names[n]._study_id, deepcopy=False):
+            return n                 # an empty study of that name (a run stopped before its first trial)
+    raise AssertionError("unreachable: more names than studies")
 
 
 def optuna_distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:

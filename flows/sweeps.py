@@ -16,9 +16,10 @@ experiment lives: :mod:`flows.tune_storage` (the stage's local folder, or ``APPR
 
 An Optuna-driven sweep (a params space, not a ``grid``) keeps its study in a persistent storage
 (:mod:`flows.study_storage`: where, the study's name, the tags and attributes linking it to MLflow).
-Determinism: a sweep that starts fresh deletes a study of its name left by an earlier run (that
-run's trials stay in MLflow) and starts it anew, so a seeded sampler sees no trials of an earlier
-run and a re-run gives the same suggestions; a resumed sweep (``Tuner.restore``) continues its
+Determinism: a sweep that starts fresh runs in a study of its own (``<study>-run2``, ... when an
+earlier run's study of its name holds trials; none is deleted, so the dashboard lists every run),
+so a seeded sampler sees no trials of an earlier run and a re-run gives the same suggestions; a
+resumed sweep (``Tuner.restore``) continues its
 study — the searcher restored from Ray's state holds the same storage (``RDBStorage`` pickles as
 its URL) and study.
 """
@@ -37,7 +38,7 @@ from flows import progress
 from flows.lifecycle import RAY_DIR, tune_running
 from flows.ray_runtime import init_ray, trial_lines, trial_resources
 from flows.search_space import build_space
-from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, open_study_storage, restart_study,
+from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, open_study_storage, run_study,
                                  set_trial_attr, study_name, study_searcher, study_storage_url, trial_number)
 from flows.tune_storage import LocalTuneStorage, tune_storage
 
@@ -173,8 +174,9 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
             fingerprint = _fingerprint(settings=fingerprint, study_storage=url)
     resume = _resumable(store, fingerprint, name)
     if study is not None:
-        if not resume:               # fresh: no trial of an earlier run may steer the seeded sampler
-            restart_study(study_storage, study)
+        # fresh: a study of its own, so no trial of an earlier run steers the seeded sampler, and
+        # the earlier runs' studies stay (flows.study_storage.run_study)
+        study = run_study(study_storage, study, resume)
         try:
             tracker.set_tags({STUDY_TAG: study})     # the innermost open run: the sweep's parent run
         except RuntimeError:                         # no run open: no parent run to tag

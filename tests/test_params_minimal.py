@@ -61,7 +61,7 @@ CROSS_READS: dict[str, list[tuple[str, type]]] = {
 KEPT = {
     # the seed every seed derives from (DESIGN.md 4), and the run-time switches every stage's DVC
     # params list, so that `dvc exp run -S base.scale=study` (or base.device=cuda) re-runs them
-    "base.seed", "base.scale", "base.device",
+    "base.seed", "base.scale", "base.device", "base.plugin_dir",
     # paths dvc.yaml interpolates (${...}): DVC reads them from params.yaml
     "base.raw_dir", "base.prepared_dir",
     "train.models_dir", "train.plots_dir", "train_energy.models_dir", "train_energy.plots_dir",
@@ -69,7 +69,7 @@ KEPT = {
     "report.approx_metrics", "report.out_dir", "bench.report", "bench.oracle.task", "bench.oracle.energy",
     "bench.oracle.energy_dir", "bench.beam.task", "mlm_exact.cell.phoneme_dir",
     # task lists: dvc.yaml's foreach (one stage per task); the task catalogue prepare reads
-    "train.tasks", "train_energy.tasks", "infnets.tasks", "approx.tasks", "prepare.tasks",
+    "studies.tu_gimpel", "prepare.tasks",
     # study design: the corpora, the energies, objectives, architectures and methods compared, and
     # the grids they are compared over (registry names here also select a stage's code deps)
     "fetch.corpora",

@@ -36,6 +36,7 @@ from components.io import write_json
 from components.tracking import Tracker, make_tracker, stage_provenance
 from flows.lifecycle import StageInterrupted, install_signal_handlers, ray_storage, stage_lock, watch_parent, work_dir
 from flows.ray_runtime import shutdown_ray
+from flows.studies import apply_study_tasks, experiment_name
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -97,6 +98,32 @@ def for_task(params: dict[str, Any], stage: str, task: str) -> dict[str, Any]:
     return set_dotted(params, f"{stage}.tasks", [task])
 
 
+def stage_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The params a stage runs with: ``base.scale``'s overrides applied, then each study's task
+    list (``studies.<study>``, :func:`flows.studies.apply_study_tasks`) copied into its stages."""
+    return apply_study_tasks(resolve_scale(params))
+
+
+def use_plugin_dir(root: Path, base: BaseConfig) -> Path | None:
+    """Put ``base.plugin_dir`` (relative to ``root``, or absolute) first on ``sys.path`` and on
+    ``PYTHONPATH`` (which the local Ray workers inherit), so that params can name the user's
+    ``module:attribute`` plug-ins. A folder set in params that does not exist is an error naming
+    the key; the default's absence (a root without ``plugins/``) is not."""
+    d = Path(base.plugin_dir)
+    d = (d if d.is_absolute() else root / d).resolve()
+    if not d.is_dir():
+        if base.plugin_dir == BaseConfig.plugin_dir:
+            return None
+        raise ConfigError(f"base.plugin_dir: {base.plugin_dir!r} is not a folder ({d}); it should hold your "
+                          f"plug-in modules")
+    if str(d) not in sys.path:
+        sys.path.insert(0, str(d))
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(d) not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(d), *parts])
+    return d
+
+
 def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str, Any]],
               params: dict[str, Any], root: str | Path = ".", tracker: Tracker | None = None,
               task: str | None = None) -> dict[str, Any]:
@@ -104,18 +131,19 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
     its MLflow run is ``<stage>@<task>`` and its metrics ``metrics/<stage>/<task>.json``."""
     root = Path(root).resolve()
     dvc_params = params                  # what dvc.yaml's ${...} references resolve against
-    params = resolve_scale(params)
+    params = stage_params(params)
     if task is not None:
         params = for_task(params, stage, task)
     base = load_section(BaseConfig, "base", params)
     resolve_device(base.device)          # an unusable device fails here, before any work
+    use_plugin_dir(root, base)
     if base.threads > 0:
         import torch
         torch.set_num_threads(base.threads)
     name = stage_name(stage, task)
     tags = {"stage": stage} if task is None else {"stage": stage, "task": task}
     with stage_lock(root, name):
-        tracker = tracker or make_tracker(base.tracker, base.experiment, root)
+        tracker = tracker or make_tracker(base.tracker, experiment_name(base.experiment, stage), root)
         tracker.ensure_experiment()
         stale = tracker.close_running(tags, status="KILLED")
         if stale:

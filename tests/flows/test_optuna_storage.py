@@ -106,15 +106,23 @@ def test_a_sweep_keeps_its_study_in_the_storage_and_tags_its_mlflow_runs(tmp_pat
         assert run.data.tags["trial_name"].endswith("_" + t.user_attrs["ray_trial_id"])     # Ray: <trainable>_<id>
     assert tracker.client.get_run(parent).data.tags["optuna_study"] == res.study
 
-    # a fresh re-run of the finished sweep (the stage removed its Ray folder): the same study name,
-    # started anew — the same suggestions and values, not the earlier trials plus two more
+    # a fresh re-run of the finished sweep (the stage removed its Ray folder): a study of its own
+    # beside the first, which stays — the same suggestions and values, not the earlier trials plus two more
     shutil.rmtree(tmp_path / ".ray_results")
     again, _ = _sweep(tmp_path, tracker)
-    assert again.study == res.study
-    rerun = sorted(_study(url, res.study).trials, key=lambda t: t.number)
+    assert again.study == res.study + "-run2"
+    rerun = sorted(_study(url, again.study).trials, key=lambda t: t.number)
     assert [(t.params, t.value) for t in rerun] == [(t.params, t.value) for t in trials]
     assert again.best_config == res.best_config and again.best_metrics["best_dev_score"] == res.best_metrics["best_dev_score"]
-    assert len(optuna.get_all_study_summaries(url)) == 1
+    assert [(t.params, t.value) for t in sorted(_study(url, res.study).trials, key=lambda t: t.number)] == \
+        [(t.params, t.value) for t in trials]                            # the first run's study, untouched
+
+    # another seed is another setting: a third study, listed beside the two
+    shutil.rmtree(tmp_path / ".ray_results")
+    seeded, _ = _sweep(tmp_path, tracker, seed=8)
+    assert seeded.study.startswith("toy-") and seeded.study not in (res.study, again.study)
+    assert sorted(s.study_name for s in optuna.get_all_study_summaries(url)) == sorted(
+        [res.study, again.study, seeded.study])
 
     # APPROXINFER_OPTUNA_STORAGE selects another storage; other settings (one sample), another study
     elsewhere = tmp_path / "elsewhere" / "studies.db"
@@ -123,7 +131,7 @@ def test_a_sweep_keeps_its_study_in_the_storage_and_tags_its_mlflow_runs(tmp_pat
     other, _ = _sweep(tmp_path, tracker, num_samples=1)
     assert other.study != res.study and other.study.startswith("toy-")
     assert [t.state for t in _study(f"sqlite:///{elsewhere}", other.study).trials] == [optuna.trial.TrialState.COMPLETE]
-    assert [s.study_name for s in optuna.get_all_study_summaries(url)] == [res.study]     # the default: untouched
+    assert len(optuna.get_all_study_summaries(url)) == 3                # the default storage: untouched
 
 
 def test_a_bad_storage_url_is_an_error_naming_the_variable(monkeypatch, tmp_path):
@@ -163,3 +171,19 @@ def test_optuna_distributions_match_what_optuna_search_converts():
     assert optuna_distributions(space) == OptunaSearch.convert_search_space(build_space(space, params))
     with pytest.raises(ConfigError, match="toy.lr"):
         optuna_distributions({"toy.lr": {"type": "loguniform", "low": 0.0, "high": 1.0}})
+
+
+def test_run_study_never_reuses_a_study_with_trials_and_a_resume_continues_the_latest(tmp_path):
+    from flows.study_storage import run_study
+    storage = open_study_storage(f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert run_study(storage, "s-abc", resume=False) == "s-abc"
+    assert run_study(storage, "s-abc", resume=True) == "s-abc"          # nothing yet: the stem
+    study = optuna.create_study(study_name="s-abc", storage=storage)
+    assert run_study(storage, "s-abc", resume=False) == "s-abc"          # empty: reused
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    assert run_study(storage, "s-abc", resume=False) == "s-abc-run2"
+    assert run_study(storage, "s-abc", resume=True) == "s-abc"
+    optuna.create_study(study_name="s-abc-run2", storage=storage).add_trial(optuna.trial.create_trial(value=2.0))
+    assert run_study(storage, "s-abc", resume=False) == "s-abc-run3"
+    assert run_study(storage, "s-abc", resume=True) == "s-abc-run2"
+    assert run_study(storage, "s-other", resume=False) == "s-other"

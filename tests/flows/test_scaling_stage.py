@@ -85,7 +85,7 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
     assert (root / "reports/shevchenko_osokin/figure1c.png").exists()
     assert json.loads((root / "metrics/scaling.json").read_text())["n_failed"] == 0
 
-    t = MlflowTracker("approxinfer", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    t = MlflowTracker("approxinfer/shevchenko_osokin", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     runs = t.search_runs()
     sweep = [r for r in runs if r.info.run_name == "sweep/scaling"]
     assert len(sweep) == 1

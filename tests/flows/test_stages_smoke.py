@@ -10,8 +10,9 @@ from flows.stages.common import run_stage
 
 
 def _runs(root):
-    t = MlflowTracker("approxinfer", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-    return {r.info.run_id: r for r in t.search_runs()}
+    t = MlflowTracker("approxinfer/pipeline", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    exps = [e.experiment_id for e in t.client.search_experiments()]     # one experiment per study
+    return {r.info.run_id: r for r in t.client.search_runs(exps)}
 
 
 def test_prepare_then_two_trial_sweep(tiny_root):

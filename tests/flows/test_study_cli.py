@@ -49,7 +49,7 @@ def test_the_study_gets_n_trials_in_the_storage_and_mlflow_runs(prepared, capsys
     seed = searcher_seed(load_section(BaseConfig, "base", written).seed, "train", "pos")   # the pipeline's
     assert trials[0].params == first_suggestion(load_section(TaskSweepConfig, "train", written).sweep, written, seed)
 
-    tracker = MlflowTracker("approxinfer", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    tracker = MlflowTracker("approxinfer/tu_gimpel", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
     runs = {r.info.run_id: r for r in tracker.search_runs("tags.optuna_study = 'train-pos'")}
     parents = [r for r in runs.values() if r.info.run_name == "study/train-pos"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"

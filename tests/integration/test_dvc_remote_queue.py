@@ -240,8 +240,8 @@ def test_queue_runs_two_variants_into_the_main_mlflow_store(clone_b):
 
     import mlflow
     client = mlflow.MlflowClient(f"sqlite:///{b / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("approxinfer")
-    assert exp is not None, "no approxinfer experiment in clone B's mlflow.db"
+    exp = client.get_experiment_by_name("approxinfer/pipeline")       # the prepare stage's study
+    assert exp is not None, "no approxinfer/pipeline experiment in clone B's mlflow.db"
     runs = client.search_runs([exp.experiment_id], filter_string="tags.stage = 'prepare'")
     logged = sorted(int(r.data.params["prepare.min_word_count"]) for r in runs if r.info.status == "FINISHED")
     assert logged == sorted(VARIANTS.values()), [(r.info.status, r.data.params.get("prepare.min_word_count"))

@@ -209,8 +209,8 @@ def test_stage_runs_in_the_copy_mlflow_store(job):
     db = job["copy"] / "mlflow.db"
     assert db.is_file(), "no mlflow.db in the copy"
     client = mlflow.MlflowClient(f"sqlite:///{db}")
-    exp = client.get_experiment_by_name("approxinfer")
-    assert exp is not None, "no approxinfer experiment in the copy's mlflow.db"
+    exp = client.get_experiment_by_name("approxinfer/tu_gimpel")      # the train stage's study
+    assert exp is not None, "no approxinfer/tu_gimpel experiment in the copy's mlflow.db"
     runs = client.search_runs([exp.experiment_id], filter_string="tags.stage = 'train'")
     assert runs, [(r.info.run_name, r.data.tags.get("stage")) for r in client.search_runs([exp.experiment_id])]
     assert all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]

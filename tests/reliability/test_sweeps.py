@@ -74,7 +74,7 @@ def test_ctrl_c_records_nothing_and_the_rerun_resumes_keeping_finished_trials(ti
     assert "interrupted by SIGINT; nothing was recorded as finished" in err
     assert not (root / "models" / "tagger" / "pos").exists()            # no DVC output written
     assert not (root / "metrics" / "train").exists() and not (root / "plots" / "train").exists()
-    tracker = MlflowTracker("approxinfer", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    tracker = MlflowTracker("approxinfer/tu_gimpel", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
     status = {r.data.tags.get("trial_name", r.info.run_name): r.info.status
               for r in tracker.search_runs("tags.stage = 'train'")}
     finished, stopped = done[0].split("_")[2], going[0].split("_")[2]     # task_trial_<id>_<n>_...
