@@ -40,6 +40,7 @@ from components.data.prepare import (PrepareConfig, RawFiles, TaggingTaskConfig,
 from components.data.vocab import build_label_vocab, build_vocab, write_vocabs
 from components.io import write_json
 from components.seeds import seed_for
+from flows import progress
 from flows.stages.common import StageContext, main
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,10 @@ def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: St
     label_set = set(labels.tokens)
     for k, sents in parts.items():
         metrics[f"{k}_tags_mapped_to_other"] = sum(t not in label_set for s in sents for t in s.tags)
+    known = set(words.tokens)
+    for k in ("dev", "test"):            # the share of held-out tokens the word vocabulary does not know
+        metrics[f"{k}_unknown_word_rate"] = (sum(w.lower() not in known for s in parts[k] for w in s.words)
+                                             / max(metrics[f"{k}_tokens"], 1))
     metrics.update(n_words=len(words), n_chars=len(chars), n_labels=len(labels))
     for f in features:
         metrics[f"n_feat_{f}"] = len(feat_vocabs[store.FEAT_PREFIX + f])
@@ -148,7 +153,11 @@ def run(params: dict[str, Any], ctx: StageContext, *, checksums: Mapping[str, st
         glove = load_glove(raw.file("glove50/glove_6B_50d_emb.npy"), raw.file("glove50/glove_6B_index.parquet"))
     metrics: dict[str, Any] = {}
     for task, tcfg in pcfg.tasks.items():
-        metrics[task] = prepare_task(task, tcfg, pcfg, ctx, glove, raw)
+        m = metrics[task] = prepare_task(task, tcfg, pcfg, ctx, glove, raw)
+        progress.line(f"prepare {task} ({tcfg.format}): " + ", ".join(
+            f"{k} {m[f'{k}_sentences']:,} sentences / {m[f'{k}_tokens']:,} tokens" for k in ("train", "dev", "test"))
+            + f"; {m['n_labels']} labels, {m['n_words']:,} words; unknown words: dev "
+            f"{m['dev_unknown_word_rate']:.1%}, test {m['test_unknown_word_rate']:.1%}")
     if pcfg.ocr_letters:
         metrics["ocr_letters"] = prepare_ocr(ctx, raw)
     if pcfg.snakes:
