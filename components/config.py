@@ -81,7 +81,8 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
-    """The params file as a mapping of sections; a duplicate key at any depth is an error."""
+    """The params file as a mapping of sections; a duplicate key at any depth is an error. The
+    scale files beside it (``scales/<scale>.yaml``) become its ``scales`` section."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: params file not found")
@@ -96,7 +97,17 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
             raise ConfigError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    scale_files = sorted((path.parent / SCALES_DIR).glob("*.yaml"))
+    if scale_files:
+        if "scales" in data:
+            raise ConfigError(f"{path}: a 'scales' section and the scale files {path.parent / SCALES_DIR}/*.yaml; "
+                              f"keep the scales in one place (the files)")
+        data["scales"] = {f.stem: load_params(f) for f in scale_files}
     return data
+
+
+# the scale files beside params.yaml: scales/<scale>.yaml, read by load_params as the "scales" section
+SCALES_DIR = "scales"
 
 
 def _check_type(value: Any, tp: Any, where: str) -> Any:
@@ -382,7 +393,8 @@ def resolve_scale(params: dict[str, Any]) -> dict[str, Any]:
     of the defaults.
 
     ``base.scale: default`` leaves ``params`` as written; ``dvc exp run -S base.scale=study`` (or
-    ``paper``) switches every stage to the settings recorded under ``scales.study`` (``scales.paper``).
+    ``paper``) switches every stage to the settings recorded in ``scales/study.yaml``
+    (``scales/paper.yaml``), which :func:`load_params` reads as ``scales.study`` (``scales.paper``).
     """
     scale = (params.get("base") or {}).get("scale", "default")
     if scale == "default":

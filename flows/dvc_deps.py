@@ -330,25 +330,28 @@ def covers(dep: str, rel: str) -> bool:
     return rel == dep or rel.startswith(dep + "/")
 
 
+def load_scales(root: Path = ROOT) -> dict[str, dict]:
+    """The scale files ``scales/<scale>.yaml``: scale -> its blocks (section -> overrides)."""
+    return {f.stem: yaml.safe_load(f.read_text()) or {} for f in sorted((root / "scales").glob("*.yaml"))}
+
+
 def params_strings(stage: dict, root: Path = ROOT) -> set[str]:
     """Every string in the params sections ``stage`` lists, with every scale's override of them
-    (``scales.<scale>.<section>``): the registry names a stage's params can select."""
+    (``scales/<scale>.yaml``'s block of the section): the registry names a stage's params can select."""
     path = root / "params.yaml"
     if not path.is_file():
         return set()
     params = yaml.safe_load(path.read_text()) or {}
+    scales = load_scales(root)
     out: set[str] = set()
     for key in param_keys(stage):
         node: object = params
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         out |= strings_in(node)
-        if not key.startswith(("scales.", "base.")):
-            for block in (params.get("scales") or {}).values():
-                node = block
-                for part in key.split("."):
-                    node = node.get(part) if isinstance(node, dict) else None
-                out |= strings_in(node)
+        if not key.startswith("base."):
+            for block in scales.values():
+                out |= strings_in((block or {}).get(key.split(".")[0]))
     return out
 
 
@@ -425,8 +428,26 @@ def sections_read(path: Path) -> set[str]:
     return out - {"base"}
 
 
+SCALE_FILE = "scales/${base.scale}.yaml"     # the params file of the scale a stage runs at
+
+
 def param_keys(stage: dict) -> list[str]:
-    return [k if isinstance(k, str) else next(iter(k)) for k in stage.get("params") or []]
+    """The ``params.yaml`` keys a stage lists (its entries of other params files are not)."""
+    out: list[str] = []
+    for k in stage.get("params") or []:
+        if isinstance(k, str):
+            out.append(k)
+        elif isinstance(k, dict) and "params.yaml" in k:
+            out += list(k["params.yaml"] or [])
+    return out
+
+
+def scale_sections(stage: dict) -> list[str]:
+    """The sections a stage lists of its scale's file (``scales/${base.scale}.yaml: [...]``)."""
+    for k in stage.get("params") or []:
+        if isinstance(k, dict) and SCALE_FILE in k:
+            return list(k[SCALE_FILE] or [])
+    return []
 
 
 # --------------------------------------------------------------------------------------------

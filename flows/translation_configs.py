@@ -29,7 +29,7 @@ class TranslatorStageConfig:
     rows to learn), a 128/192-unit model, tied target embeddings, label smoothing 0.1, batches of
     32. Regularisation is light (dropout 0.2, no word or output dropout) because 10 epochs are too
     few to overfit: with the study's dropout 0.3 / word 0.1 / output 0.3 the same model had dev
-    BLEU 2.5 after 4 epochs against 4.0 (2026-11-27, 200 dev verses, greedy). ``scales.study``
+    BLEU 2.5 after 4 epochs against 4.0 (2026-11-27, 200 dev verses, greedy). ``scales/study.yaml``
     trains a 256-unit model with that full regularisation for up to 40 epochs."""
     data: TranslationConfig = TranslationConfig(src_vocab_size=1500, tgt_vocab_size=1500, max_source_len=80,
                                                 max_target_len=100)

@@ -108,3 +108,20 @@ def test_a_scale_may_override_a_key_left_at_its_default():
     assert out["train"] == {"epochs": 3, "optim": {"lr": 0.5}} and out["base"]["seed"] == 1
     with pytest.raises(ConfigError, match="'trian' not found"):      # a section that does not exist
         resolve_scale({"base": {"scale": "study"}, "scales": {"study": {"trian.optim.lr": 0.5}}})
+
+
+def test_the_scale_files_beside_params_yaml_are_its_scales_section(tmp_path):
+    (tmp_path / "scales").mkdir()
+    (tmp_path / "params.yaml").write_text("base:\n  scale: study\ntrain:\n  optim: {lr: 0.1}\n")
+    (tmp_path / "scales" / "study.yaml").write_text("train:\n  optim.lr: 0.5\n")
+    (tmp_path / "scales" / "default.yaml").write_text("train: {}\n")
+    params = load_params(tmp_path / "params.yaml")
+    assert params["scales"] == {"study": {"train": {"optim.lr": 0.5}}, "default": {"train": {}}}
+    assert resolve_scale(params)["train"]["optim"]["lr"] == 0.5
+    (tmp_path / "params.yaml").write_text("base:\n  scale: study\nscales:\n  study: {}\n")
+    with pytest.raises(ConfigError, match="keep the scales in one place"):
+        load_params(tmp_path / "params.yaml")
+    (tmp_path / "scales" / "study.yaml").write_text("train:\n  a: 1\n  a: 2\n")
+    (tmp_path / "params.yaml").write_text("base:\n  scale: study\n")
+    with pytest.raises(ConfigError, match=r"study\.yaml:3: duplicate key 'a'"):
+        load_params(tmp_path / "params.yaml")

@@ -45,7 +45,7 @@ def test_stage_code_deps_are_all_imported(stage):
 def test_stage_params_match_the_sections_it_loads(stage):
     """Each section the stage module loads is listed (whole or some of its keys), and no other."""
     read = D.sections_read(D.module_file(D.stage_module(STAGES[stage])))
-    listed = {k.split(".")[0] for k in D.param_keys(STAGES[stage])} - {"base", "scales", "studies"}
+    listed = {k.split(".")[0] for k in D.param_keys(STAGES[stage])} - {"base", "studies"}
     assert read <= listed, f"dvc.yaml stage {stage!r}: params list nothing of the sections {sorted(read - listed)} it loads"
     assert listed <= read, f"dvc.yaml stage {stage!r}: params list sections {sorted(listed - read)} it never loads"
 
@@ -61,23 +61,35 @@ def test_stage_params_exist_and_include_its_section(stage):
     if stage in PARAMS:
         assert any(k == stage or k.startswith(stage + ".") for k in keys), \
             f"dvc.yaml stage {stage!r}: params list nothing of its own section {stage!r}"
-    if any(k.startswith("scales") for k in keys):
-        assert "base.scale" in keys, f"dvc.yaml stage {stage!r}: lists scales but not base.scale"
+    if D.scale_sections(STAGES[stage]):
+        assert "base.scale" in keys, f"dvc.yaml stage {stage!r}: lists its scale's file but not base.scale"
+
+
+SCALES = D.load_scales()
+
+
+def test_every_scale_file_has_a_block_for_every_section_a_stage_lists():
+    """DVC fails a stage whose listed key is missing from the params file, whatever the scale."""
+    listed = {sec for st in STAGES.values() for sec in D.scale_sections(st)}
+    assert set(SCALES) >= {"default", "study", "paper"}
+    for scale, blocks in SCALES.items():
+        assert listed <= set(blocks), f"scales/{scale}.yaml lacks the blocks {sorted(listed - set(blocks))} (write `{{}}`)"
+    assert not any(SCALES["default"].values()), "scales/default.yaml overrides something: the default is params.yaml"
 
 
 @pytest.mark.parametrize("stage", CODE_STAGES)
 def test_stage_params_list_exactly_the_scale_blocks_of_its_sections(stage):
-    """A scale's block for a section the stage reads is listed (an edit of it re-runs the stage), and
-    no other block (an edit of another study's scale leaves the stage alone)."""
+    """The scale file's block of a section the stage reads is listed (an edit of it re-runs the
+    stage; `dvc params diff` shows the values the scale uses), and no other block (an edit of
+    another study's block leaves the stage alone)."""
     keys = D.param_keys(STAGES[stage])
     if "base.scale" not in keys:
         pytest.skip(f"stage {stage!r} reads no scale-dependent setting")
-    sections = {k.split(".")[0] for k in keys} - {"base", "scales"}
-    want = {f"scales.{scale}.{sec}" for scale, block in (PARAMS.get("scales") or {}).items()
-            for sec in sections if sec in (block or {})}
-    listed = {k for k in keys if k.startswith("scales")}
-    assert listed == want, (f"dvc.yaml stage {stage!r}: scale params {sorted(listed)}, expected {sorted(want)} "
-                            f"(one scales.<scale>.<section> per block of a section it reads)")
+    sections = {k.split(".")[0] for k in keys} - {"base", "studies"}
+    want = {sec for blocks in SCALES.values() for sec in sections if (blocks or {}).get(sec)}
+    listed = set(D.scale_sections(STAGES[stage]))
+    assert listed == want, (f"dvc.yaml stage {stage!r}: lists {sorted(listed)} of scales/${{base.scale}}.yaml, "
+                            f"expected {sorted(want)} (the sections it reads that some scale overrides)")
 
 
 # --------------------------------------------------------------------------------------------

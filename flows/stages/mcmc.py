@@ -122,7 +122,7 @@ def _schemes() -> dict[str, SchemeConfig]:
 
 
 def _groups() -> dict[str, GroupConfig]:
-    """The thesis's design at the default scale: fewer values per table (``scales.paper`` restores the
+    """The thesis's design at the default scale: fewer values per table (``scales/paper.yaml`` restores the
     thesis's: temperatures 2, 1.5, 1, .8, .5; top-p 1, .99, .95, .9, .8; anneal steps .02, .04, .06;
     block sizes annealed over 20 sweeps)."""
     return {

@@ -118,7 +118,7 @@ class TranslationPart:
     # for four, so that alpha anneals 1, 4, 16, 64 toward the hard beam the paper decodes with (after one
     # epoch the kept model was decoded at alpha 1, where the soft beam mixes its items: dev BLEU 3.3
     # against 6.3 by the hard beam), at lr 1e-4 (5e-4 took dev BLEU from 6.6 to 0.3-3.8 in three
-    # epochs; 2026-11-27 probes on 300-400 verses). scales.paper fine-tunes on every verse
+    # epochs; 2026-11-27 probes on 300-400 verses). scales/paper.yaml fine-tunes on every verse
     max_train_pairs: int = 300          # fine-tuning pairs: a seeded subsample (0 = all)
     max_dev_pairs: int = 150            # dev verses scored while fine-tuning (every reported score: the whole split)
     optim: TrainConfig = TrainConfig(lr=0.0005, epochs=1, patience=1, batch_size=32)     # the initialisers' fine-tuning

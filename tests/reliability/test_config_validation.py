@@ -64,7 +64,9 @@ def test_without_duplicates_the_loader_is_safe_load(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text(text)
     assert load_params(p) == yaml.safe_load(text)
-    assert load_params(ROOT / "params.yaml") == yaml.safe_load((ROOT / "params.yaml").read_text())
+    loaded = load_params(ROOT / "params.yaml")               # plus the scale files, as its 'scales'
+    assert {k: v for k, v in loaded.items() if k != "scales"} == yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert loaded["scales"] == {f.stem: yaml.safe_load(f.read_text()) for f in (ROOT / "scales").glob("*.yaml")}
     with pytest.raises(ConfigError, match="not valid YAML"):
         (tmp_path / "tag.yaml").write_text("a: !!python/object:os.system x\n")
         load_params(tmp_path / "tag.yaml")
