@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -40,12 +41,43 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"     # the UI's "Machine learning" kind
 DATASET_SOURCE_TYPE = "local"
 DATASET_CONTEXT = "input"                          # mlflow.data.context of a stage's data deps
+# the runs table's "Source" column: what ran (a module path, as MLflow records a script) and how
+SOURCE_NAME_TAG = "mlflow.source.name"
+SOURCE_TYPE_TAG = "mlflow.source.type"
+SOURCE_TYPE = "LOCAL"
 
 
 def runs_url(server: str, experiment_id: str) -> str:
     """The UI page of an experiment's runs table, in the "Model training" view, on ``server``
     (``http://127.0.0.1:5000``)."""
     return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def source_name(tags: dict[str, str]) -> str | None:
+    """What ran a run, as a path relative to the project root: the entry module when it is one of
+    the project's (``python -m flows.stages.train`` -> ``flows/stages/train.py``, ``python -m
+    flows.study`` -> ``flows/study.py``), else the module of the stage the run's tags name
+    (``stage`` or ``dvc.stage`` ``train@pos`` -> ``flows/stages/train.py``: a stage run in-process),
+    else the program's name (``approxinfer``, ``pytest``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None) or ""
+    if name.split(".")[0] in ("flows", "components"):
+        return name.replace(".", "/") + ".py"
+    stage = tags.get("stage") or tags.get("dvc.stage", "").split("@")[0]
+    if stage and stage.isidentifier():
+        return f"flows/stages/{stage}.py"
+    return Path(sys.argv[0]).name if sys.argv and sys.argv[0] else None
+
+
+def source_tags(tags: dict[str, str]) -> dict[str, str]:
+    """The Source tags of a run with ``tags`` (``mlflow.source.type`` LOCAL and ``mlflow.source.name``,
+    see :func:`source_name`), those already in ``tags`` kept; the git commit
+    (``mlflow.source.git.commit``) comes with the provenance tags when it is known."""
+    out = {SOURCE_TYPE_TAG: tags.get(SOURCE_TYPE_TAG, SOURCE_TYPE)}
+    name = tags.get(SOURCE_NAME_TAG) or source_name(tags)
+    if name:
+        out[SOURCE_NAME_TAG] = name
+    return out
 
 
 def _flat_value(v: Any) -> str:
@@ -64,6 +96,7 @@ class MlflowTracker:
         self._runs: list[str] = []
         self._experiment_id: str | None = None
         self._provenance: dict[str, str] = {}
+        self.source: str | None = None     # mlflow.source.name of its runs; None: source_name(tags)
 
     def ensure_experiment(self) -> str:
         if self._experiment_id is None:
@@ -96,6 +129,7 @@ class MlflowTracker:
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         all_tags["mlflow.runName"] = name
+        all_tags.update(source_tags({SOURCE_NAME_TAG: self.source, **all_tags} if self.source else all_tags))
         run = self.client.create_run(self.ensure_experiment(), tags=all_tags, run_name=name)
         run_id = run.info.run_id
         self._runs.append(run_id)
