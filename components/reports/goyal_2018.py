@@ -51,9 +51,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
-from components.reports.curves import close  # noqa: E402
+from components.reports.curves import MAX_SERIES, close  # noqa: E402
 from components.reports.findings import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, row as _row  # noqa: E402
 from components.reports.findings import table as _table  # noqa: E402
 
@@ -500,33 +501,68 @@ def findings_table(rows: Sequence[Mapping[str, str]]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # figure
+# one row of panels per paper table (the 2018 paper's Tables 1-2, the thesis's Tables 3.1 and 3.2)
+CURVE_GROUPS = (("2018 Tables 1-2: search-aware", BEAM_VARIANTS),
+                ("thesis Table 3.1: scheduled sampling", SS_VARIANTS),
+                ("thesis Table 3.2: decay strength k", ("ce",) + DECAY_VARIANTS))
+_CE_COLOR = "black"                  # the baseline, in every panel it appears in
+
+
+def _curve_groups(curves: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """The panels' rows: each paper table's variants that have a curve (a row with only the baseline is left
+    out), then any other variants in rows of at most :data:`MAX_SERIES`."""
+    rows = []
+    for title, variants in CURVE_GROUPS:
+        names = [v for v in variants if v in curves]
+        if any(v != "ce" for v in names):
+            rows.append((title, names))
+    known = {v for _, vs in CURVE_GROUPS for v in vs}
+    rest = [v for v in curves if v not in known]
+    if "ce" in curves and not rows:
+        rest.insert(0, "ce")
+    for i in range(0, len(rest), MAX_SERIES):
+        rows.append(("other variants", rest[i:i + MAX_SERIES]))
+    return rows
+
+
 def curves_figure(metrics: Mapping[str, Any], task: str) -> Figure:
-    """Dev score per epoch (left) and train loss per epoch (right) for every variant of ``task`` with a
-    recorded curve, one line per variant; failed variants dashed and marked ✗."""
+    """Dev score (left column) and train loss (right column) per epoch, one row of panels per paper table
+    (Tables 1-2's search-aware variants, Table 3.1's scheduled sampling, Table 3.2's decay strengths; other
+    variants in further rows), at most :data:`MAX_SERIES` variants per panel, each named as the tables name it;
+    Baseline CE is black wherever it appears, failed variants dashed and marked ✗. The dev-score panels share
+    one y scale. The metrics keep one curve per variant (its best seed's), so no spread across seeds is drawn."""
     m = _task(metrics, task)
     curves = {v: c for v, c in (m.get("curves") or {}).items() if c}
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), dpi=110)
-    palette = plt.get_cmap("tab20").colors          # up to 20 variants without a repeated colour
-    for i, (name, hist) in enumerate(curves.items()):
-        failed = bool((_variant(m, name) or {}).get("failed"))
-        style = "--" if failed else "-"
-        label = name + (" ✗" if failed else "")
-        ep = [h["epoch"] for h in hist]
-        line, = ax1.plot(ep, [h.get("dev_score", math.nan) for h in hist], style, marker="o", ms=3, label=label,
-                         color=palette[i % len(palette)])
-        ax2.plot(ep, [h.get("train_loss", math.nan) for h in hist], style, marker="o", ms=3, color=line.get_color(),
-                 label=label)
-    if not curves:
-        for ax in (ax1, ax2):
+    rows = _curve_groups(curves)
+    n = max(len(rows), 1)
+    fig, axes = plt.subplots(n, 2, figsize=(11.5, 3.1 * n + 0.6), dpi=110, squeeze=False, sharey="col")
+    for (title, names), (ax1, ax2) in zip(rows, axes):
+        palette = iter(plt.get_cmap("tab10").colors)
+        for name in names:
+            hist = curves[name]
+            failed = bool((_variant(m, name) or {}).get("failed"))
+            style = "--" if failed else "-"
+            label = VARIANT_LABEL.get(name, name) + (" ✗" if failed else "")
+            color = _CE_COLOR if name == "ce" else next(palette)
+            ep = [h["epoch"] for h in hist]
+            ax1.plot(ep, [h.get("dev_score", math.nan) for h in hist], style, marker="o", ms=3, label=label,
+                     color=color)
+            ax2.plot(ep, [h.get("train_loss", math.nan) for h in hist], style, marker="o", ms=3, color=color,
+                     label=label)
+        ax1.set_title(f"{title}: dev score", fontsize=9)
+        ax2.set_title(f"{title}: train loss", fontsize=9)
+        ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    if not rows:
+        for ax in axes[0]:
             ax.text(0.5, 0.5, "no learning curves recorded", ha="center", va="center", transform=ax.transAxes)
-    ax1.set_ylabel(f"dev {_metric_name(m)} (%)")
-    ax2.set_ylabel("train loss")
-    for ax, title in ((ax1, "dev score"), (ax2, "train loss")):
-        ax.set_xlabel("epoch")
-        ax.set_title(f"{task}: {title}", fontsize=10)
-        ax.grid(alpha=0.3)
-        if curves:
-            ax.legend(fontsize=7, loc="best", framealpha=0.6)
+    for ax1, ax2 in axes:
+        ax1.set_ylabel(f"dev {_metric_name(m)} (%)")
+        ax2.set_ylabel("train loss")
+        for ax in (ax1, ax2):
+            ax.set_xlabel("epoch")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+    fig.suptitle(f"{task}: learning curves (each variant's best seed)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -53,11 +53,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
-from components.reports.curves import close, learning_curve  # noqa: E402
+from components.reports.curves import close, learning_curve, legend_below  # noqa: E402
 from components.reports.goyal_2018 import SS_VARIANTS, TABLE3_1, VARIANT_LABEL  # noqa: E402
 
 ENCODERS = ("lstm", "blstm")
@@ -807,48 +805,63 @@ def findings_table(rows: Sequence[Mapping[str, str]]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # figures
+ENCODER_COLOR = {"lstm": "tab:blue", "blstm": "tab:orange"}
+
+
 def tagging_figure(metrics: Mapping[str, Any]) -> Figure:
-    """Tables 2 and 3, ours: grouped bars of test accuracy, one group per row, one bar per encoder × init
-    (± std when seeds > 1; hatched: did not train), the paper's numbers as black ticks."""
+    """Tables 2 (regular init, left) and 3 (self-normalised init, right): test accuracy per row as dots, one
+    series per encoder, ours filled (± std over seeds as error bars when seeds > 1; hollow: did not train) and
+    the paper's CCG numbers as their own hollow-diamond series beside ours. Dots, not bars: the accuracies
+    sit far above zero, and a bar's length would mean nothing."""
     tag = _section(metrics, "tagging")
-    fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
-    combos = [(e, i) for e in ENCODERS for i in INITS]
-    width = 0.8 / len(combos)
-    colors = {("lstm", "regular"): "#9ecae1", ("lstm", "self_normalised"): "#3182bd",
-              ("blstm", "regular"): "#fdae6b", ("blstm", "self_normalised"): "#e6550d"}
-    any_bar = False
-    heights = [v for i in INITS for e in ENCODERS for v in _PAPER_TAGGING[i][e].values()]
-    for j, (e, i) in enumerate(combos):
-        xs = [k + (j - (len(combos) - 1) / 2) * width for k in range(len(ROWS))]
-        for x, r in zip(xs, ROWS):
-            entry = _get(tag, "rows", e, i, r)
-            mean = _finite(_get(entry, "test"))
-            std = _finite(_get(entry, "test_std")) if isinstance(entry, Mapping) and _seeds(entry) > 1 else None
-            if mean is not None:
-                any_bar = True
-                heights.append(mean)
-                ax.bar(x, mean, width, yerr=std, color=colors[(e, i)], capsize=2, edgecolor="black", linewidth=0.4,
-                       hatch="//" if entry.get("failed") else None)
-            ax.plot([x - width / 2, x + width / 2], [_PAPER_TAGGING[i][e][r]] * 2, color="black", lw=1.5)
-    handles = [Patch(facecolor=colors[c], edgecolor="black", label=f"{ENCODER_LABEL[c[0]]}, {INIT_LABEL[c[1]]}")
-               for c in combos]
-    handles.append(Line2D([], [], color="black", lw=1.5, label="paper (CCG, Tables 2/3)"))
-    if not any_bar:
-        ax.text(0.5, 0.5, "tagging not run", ha="center", va="center", transform=ax.transAxes)
-    ax.set_ylim(max(0.0, 5 * math.floor((min(heights) - 5) / 5)), min(100.0, max(heights) + 3))
-    ax.set_xticks(range(len(ROWS)), [ROW_LABEL[r] for r in ROWS])
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(f"{_tag_task(metrics)}: Tables 2 and 3 analog (ours: bars; paper: ticks)", fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
+    fig, axes = plt.subplots(1, len(INITS), figsize=(11, 4.6), dpi=110, sharey=True)
+    any_dot, seeds = False, set()
+    for ax, init in zip(axes, INITS):
+        for k, e in enumerate(ENCODERS):
+            shift = (k - (len(ENCODERS) - 1) / 2) * 0.36
+            xs, hollow = [], []
+            for j, r in enumerate(ROWS):
+                entry = _get(tag, "rows", e, init, r)
+                mean = _finite(_get(entry, "test"))
+                if mean is None:
+                    continue
+                many = isinstance(entry, Mapping) and _seeds(entry) > 1
+                seeds.add(_seeds(entry) if isinstance(entry, Mapping) else 1)
+                std = _finite(_get(entry, "test_std")) if many else None
+                (hollow if entry.get("failed") else xs).append((j + shift - 0.06, mean, std))
+            for pts, face in ((xs, ENCODER_COLOR[e]), (hollow, "white")):
+                if pts:
+                    any_dot = True
+                    ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                                yerr=[p[2] or 0.0 for p in pts] if any(p[2] for p in pts) else None,
+                                fmt="o", ms=7, color=ENCODER_COLOR[e], mfc=face, capsize=3, ls="none",
+                                label=f"ours, {ENCODER_LABEL[e]}" + (" ✗ (did not train)" if face == "white" else ""))
+            paper = _PAPER_TAGGING[init][e]
+            ax.plot([j + shift + 0.06 for j in range(len(ROWS))], [paper[r] for r in ROWS], "D", ms=6,
+                    mfc="white", mec=ENCODER_COLOR[e], mew=1.5, ls="none", label=f"paper (CCG), {ENCODER_LABEL[e]}")
+        ax.set_xticks(range(len(ROWS)), [ROW_LABEL[r] for r in ROWS], fontsize=8)
+        ax.set_xlim(-0.6, len(ROWS) - 0.4)
+        ax.set_title(f"{'Table 2' if init == 'regular' else 'Table 3'}: {INIT_LABEL[init]}", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: not labels[i].startswith("ours"))     # ours, then paper
+        legend_below(ax, ncol=2, fontsize=7, handles=[handles[i] for i in order], labels=[labels[i] for i in order])
+    axes[0].set_ylabel("test accuracy (%)")
+    if not any_dot:
+        axes[0].text(0.5, 0.5, "tagging not run", ha="center", va="center", transform=axes[0].transAxes)
+    spread = (f"error bars: ± std over {max(seeds)} seeds" if seeds and max(seeds) > 1
+              else "one seed per cell: no error bars")
+    fig.suptitle(f"{_tag_task(metrics)}: Tables 2 and 3 analog (filled: ours; hollow diamonds: the paper's CCG; "
+                 f"{spread})", fontsize=9)
     fig.tight_layout()
     return fig
 
 
 def length_figure(metrics: Mapping[str, Any]) -> Figure:
-    """Table 6: dev BLEU by source-length bucket per row (self-normalised init), ours solid, the paper dashed."""
+    """Table 6: dev BLEU by source-length bucket per row (self-normalised init), ours solid with dots, the paper's
+    numbers as their own series (dashed, hollow squares), one colour per row."""
     by_len = _get(metrics, "translation", "by_length") if _section(metrics, "translation") else None
-    fig, ax = plt.subplots(figsize=(6.5, 4), dpi=110)
+    fig, ax = plt.subplots(figsize=(6.5, 4.8), dpi=110)
     xs = range(len(BUCKETS))
     drawn = False
     for k, r in enumerate(ROWS):
@@ -858,16 +871,17 @@ def length_figure(metrics: Mapping[str, Any]) -> Figure:
             drawn = True
             ax.plot(xs, [math.nan if v is None else v for v in ours], "o-", color=color, label=f"{ROW_LABEL[r]} (ours)")
         if r in PAPER_TABLE6:
-            ax.plot(xs, [PAPER_TABLE6[r][b] for b in BUCKETS], "s--", color=color, alpha=0.6, ms=3,
+            ax.plot(xs, [PAPER_TABLE6[r][b] for b in BUCKETS], "s--", color=color, mfc="white", alpha=0.8, ms=5,
                     label=f"{ROW_LABEL[r]} (paper)")
     if not drawn:
         ax.text(0.5, 0.5, "translation: no BLEU by length (not run)", ha="center", va="center", transform=ax.transAxes)
     ax.set_xticks(list(xs), [BUCKET_LABEL[b] for b in BUCKETS])
     ax.set_xlabel("source length (tokens)")
     ax.set_ylabel("dev BLEU")
-    ax.set_title("Table 6 analog: BLEU by source length, self-normalised init", fontsize=10)
+    ax.set_title("Table 6 analog: BLEU by source length, self-normalised init (one run: no spread)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, framealpha=0.7)
+    if ax.get_legend_handles_labels()[0]:
+        legend_below(ax, ncol=2, fontsize=7)
     fig.tight_layout()
     return fig
 

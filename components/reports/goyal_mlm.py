@@ -60,14 +60,18 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import matplotlib
+import numpy as np
+from scipy import stats
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
-from components.reports.curves import close  # noqa: E402
+from components.reports.curves import close, legend_below  # noqa: E402
 
 REPRODUCED, PARTIAL, NOT_REPRODUCED = "reproduced", "partially reproduced", "not reproduced"
 NOT_DISTINGUISHABLE, NOT_TESTABLE = "not distinguishable", "not testable here"
@@ -302,29 +306,15 @@ def _count(statuses: Sequence[str]) -> str:
     return f"{sum(s == _OK for s in statuses)}/{len(statuses)} hold"
 
 
-def _ranks(xs: Sequence[float]) -> list[float]:
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (average ranks for ties); None for fewer than 2 points or a constant side."""
+    """Spearman's rank correlation (``scipy.stats.spearmanr``: average ranks for ties); None for unequal lengths,
+    fewer than 2 points or a constant side."""
     if len(xs) != len(ys) or len(xs) < 2:
         return None
-    rx, ry = _ranks(xs), _ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if (x == x[0]).all() or (y == y[0]).all():
+        return None
+    return float(stats.spearmanr(x, y).statistic)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,20 +540,24 @@ def table_figure_6_1(exact: Mapping[str, Any] | None) -> str:
 
 
 def figure_6_1(exact: Mapping[str, Any] | None) -> Figure:
-    """NLL vs training size (log x), one line per method (± sd), TRUE and DPLL as horizontal lines."""
+    """NLL vs training size (log x), one line per method (± sd over seeds as error bars when seeds > 1), TRUE
+    and DPLL as horizontal lines; the legend below the axes. The thesis's Figure 6.1 gives no numbers, so no
+    series of its own."""
     exact = _check_input("mlm_exact", exact)
     fig_m = exact.get("figure")
-    fig, ax = plt.subplots(figsize=(6.2, 4), dpi=110)
+    fig, ax = plt.subplots(figsize=(6.2, 4.6), dpi=110)
     drawn = False
+    seeds = _seeds(fig_m) if isinstance(fig_m, Mapping) else 1
     if isinstance(fig_m, Mapping):
         sizes = _sizes(fig_m)
         for k, m in enumerate(FIG_METHODS):
             pts = [(s, side) for i, s in enumerate(sizes) if s is not None and (side := _fig_side(fig_m, m, i))]
             if pts:
                 drawn = True
+                sds = [p[1].sd for p in pts]
                 ax.errorbar([p[0] for p in pts], [p[1].value for p in pts],
-                            yerr=[p[1].sd or 0.0 for p in pts], fmt="o-", capsize=3, label=FIG_LABEL[m],
-                            color=plt.get_cmap("tab10").colors[k])
+                            yerr=[v or 0.0 for v in sds] if any(sds) else None, fmt="o-", capsize=3,
+                            label=FIG_LABEL[m], color=plt.get_cmap("tab10").colors[k])
         true = _finite(fig_m.get("true"))
         if true is not None:
             ax.axhline(true, color="black", ls="--", lw=1, label="TRUE")
@@ -573,13 +567,18 @@ def figure_6_1(exact: Mapping[str, Any] | None) -> Figure:
                        label=f"DPLL ({_g(_finite(_get(fig_m, 'dpll', 'pretrain_size')))})")
     if drawn:
         ax.set_xscale("log")
-        ax.legend(fontsize=8)
+        sizes = [v for v in _sizes(fig_m) if v is not None and v > 0]
+        ax.set_xticks(sizes, [_g(v) for v in sizes])
+        ax.minorticks_off()
+        legend_below(ax, ncol=3, fontsize=8)
     else:
         ax.text(0.5, 0.5, "Figure 6.1 analog: not run", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("training sequences (log scale)")
     ax.set_ylabel("held-out NLL (nats / sequence)")
     data = _get(fig_m, "data") if isinstance(fig_m, Mapping) else None
-    ax.set_title(f"Figure 6.1 analog: adapting a pretrained MLM{f' ({data})' if data else ''}", fontsize=10)
+    spread = f"± sd over {seeds} seeds" if seeds > 1 else "one seed: no error bars"
+    ax.set_title(f"Figure 6.1 analog: adapting a pretrained MLM{f' ({data})' if data else ''}\n({spread})",
+                 fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
@@ -1291,30 +1290,72 @@ def _curve_start(mcmc: Mapping[str, Any], runs: Sequence[Any], key: str) -> int:
     return 1
 
 
+def _chain_spread(ax: Any, runs: Sequence[tuple[Any, str]], mcmc: Mapping[str, Any]) -> list[Any]:
+    """Right of the BLEU curves: each run's BLEU averaged over its sampling sweeps (``bleu``) ± its sd across
+    chains (``bleu_chain_sd``), one diamond per run in its curve's colour, where the run has more than one
+    chain. Returns a legend proxy saying what the diamonds are ([] when none was drawn)."""
+    ends = [len(_curve(r, "bleu")) for r, _ in runs if _curve(r, "bleu")]
+    if not ends:
+        return []
+    x0 = max(_sweep_axis(n, mcmc)[0][-1] for n in ends) + 1.0
+    drawn, chains = 0, set()
+    for k, (r, color) in enumerate(runs):
+        mean, sd, c = _val(r, "bleu"), _val(r, "bleu_chain_sd"), _val(r, "chains")
+        if mean is None or sd is None or c is None or c < 2:
+            continue
+        ax.errorbar([x0 + 0.45 * drawn], [mean], yerr=[sd], fmt="D", ms=4, color=color, capsize=2)
+        drawn += 1
+        chains.add(int(c))
+    if not drawn:
+        return []
+    n = "/".join(str(c) for c in sorted(chains))
+    return [Line2D([], [], marker="D", ms=4, color="0.3", ls="none",
+                   label=f"right: sampling-sweep mean ± sd over {n} chains")]
+
+
+def _legend(ax: Any, extra: Sequence[Any] = (), ncol: int = 2) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    legend_below(ax, ncol=ncol, fontsize=7, handles=list(handles) + list(extra),
+                 labels=list(labels) + [h.get_label() for h in extra])
+
+
 def figure_6_2(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
-    """E_norm (left) and BLEU (right) per sweep for the main group's raw, norm, deg and any other scheme
-    (solid), and the ``random_start`` group's (dashed, "…, random start") where it ran; burn-in shaded."""
+    """E_norm (left column) and BLEU (right column) per sweep, one row per start: the main group's raw, norm,
+    deg and any other scheme (solid), and below it the ``random_start`` group's (dashed, "…, random start")
+    where it ran; burn-in shaded. Beside each BLEU curve: the run's sampling-sweep mean ± sd across chains
+    (the only per-chain spread the metrics keep). The thesis's Figure 6.2 gives no numbers, so no series of
+    its own."""
     mcmc = _check_input("mcmc", mcmc)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=110)
     colors = _colors(mcmc)
-    runs = [(s, _run(mcmc, "main", s), "-", "") for s in _schemes(mcmc, "main")]
+    main = [(s, _run(mcmc, "main", s), "-", "") for s in _schemes(mcmc, "main")]
     random = [(s, r, "--", ", random start") for s in _schemes(mcmc, RANDOM_START, ())
               if (r := _run(mcmc, RANDOM_START, s)) is not None]
-    for ax, key, ylabel in ((axes[0], "e_norm", "E_norm (nats / sentence) ↓"), (axes[1], "bleu", "BLEU")):
-        drawn = [_plot_curve(ax, r, key, mcmc, color=colors.get(s, "black"), ls=ls, label=_label(s, labels) + suffix,
-                             marker=".") for s, r, ls, suffix in runs + random]
-        if any(drawn):
-            _shade_burn_in(ax, mcmc, _curve_start(mcmc, [r for _, r, _, _ in runs + random], key))
-            ax.legend(fontsize=7)
-        else:
-            _no_data(ax, "main group: not run")
-        ax.set_xlabel("sweep")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-    title = "Figure 6.2 analog: MH (raw, norm) vs degenerate Gibbs, T = 1, single-site"
+    def title(group: str, runs: Sequence[tuple[str, Any, str, str]]) -> str:
+        starts = sorted({d for _, r, _, _ in runs if (d := _start_desc(_get(r, "config"), long=False))})
+        return f"{group} group" + (f" (start: {'; '.join(starts)})" if starts else "")
+
+    rows = [(title("main", main), main)]
     if random:
-        title += " (solid: main starts; dashed: one random start)"
-    fig.suptitle(title, fontsize=10)
+        rows.append((title(RANDOM_START, random), random))
+    fig, axes = plt.subplots(len(rows), 2, figsize=(10.5, 4.3 * len(rows) + 0.4), dpi=110, squeeze=False,
+                             sharey="col")
+    for (title, runs), row in zip(rows, axes):
+        for ax, key, ylabel in ((row[0], "e_norm", "E_norm (nats / sentence) ↓"), (row[1], "bleu", "BLEU")):
+            drawn = [_plot_curve(ax, r, key, mcmc, color=colors.get(s, "black"), ls=ls,
+                                 label=_label(s, labels) + suffix, marker=".") for s, r, ls, suffix in runs]
+            if any(drawn):
+                _shade_burn_in(ax, mcmc, _curve_start(mcmc, [r for _, r, _, _ in runs], key))
+                extra = _chain_spread(ax, [(r, colors.get(s, "black")) for s, r, _, _ in runs], mcmc) \
+                    if key == "bleu" else []
+                _legend(ax, extra, ncol=1 if extra else 2)
+            else:
+                _no_data(ax, "main group: not run")
+            ax.set_xlabel("sweep")
+            ax.set_ylabel(ylabel)
+            ax.set_title(title, fontsize=9)
+            ax.grid(alpha=0.3)
+    fig.suptitle("Figure 6.2 analog: MH (raw, norm) vs degenerate Gibbs, T = 1, single-site (curves: means over "
+                 "chains and sentences)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -1338,33 +1379,36 @@ def _model_curve(mcmc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def figure_cmlm_curve(mcmc: Mapping[str, Any] | None) -> Figure:
-    """The CMLM's learning curve: dev masked-token loss and the unigram loss (a context-free baseline) per epoch,
-    and dev BLEU (mask-predict) on a right axis where recorded."""
+    """The CMLM's learning curve: dev masked-token loss and the unigram loss (a context-free baseline) per epoch
+    (left panel), and dev BLEU (mask-predict) in a panel of its own (right) where recorded."""
     mcmc = _check_input("mcmc", mcmc)
     pts = _model_curve(mcmc)
-    fig, ax = plt.subplots(figsize=(6.2, 4.1), dpi=110)
-    handles: list[Any] = []
+    bleu = [(p["epoch"], p["bleu"]) for p in pts if p["bleu"] is not None]
+    fig, axes = plt.subplots(1, 2 if bleu else 1, figsize=(10.5 if bleu else 6.2, 4.1), dpi=110, squeeze=False)
+    ax = axes[0][0]
     for key, label, color, ls in (("token", "dev masked-token loss", "tab:blue", "-"),
                                   ("unigram", "dev unigram loss (no context)", "tab:gray", "--")):
         xy = [(p["epoch"], p[key]) for p in pts if p[key] is not None]
         if xy:
-            handles += ax.plot([x for x, _ in xy], [y for _, y in xy], color=color, ls=ls, marker=".", label=label)
-    bleu = [(p["epoch"], p["bleu"]) for p in pts if p["bleu"] is not None]
-    if bleu:
-        ax_b = ax.twinx()
-        handles += ax_b.plot([x for x, _ in bleu], [y for _, y in bleu], color="tab:green", marker="s", ms=3,
-                             label="dev BLEU (mask-predict)")
-        ax_b.set_ylabel("dev BLEU")
-    if handles:
-        ax.legend(handles, [h.get_label() for h in handles], fontsize=7, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.17), ncol=3, frameon=False)
+            ax.plot([x for x, _ in xy], [y for _, y in xy], color=color, ls=ls, marker=".", label=label)
+    if ax.get_lines():
+        legend_below(ax, ncol=2, fontsize=7)
     else:
         _no_data(ax, "CMLM learning curve: not recorded")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("epoch")
     ax.set_ylabel("dev loss (nats / masked token) ↓")
-    ax.set_title("The CMLM's learning curve (cmlm stage, dev set)", fontsize=10)
-    ax.grid(alpha=0.3)
+    ax.set_title("dev loss", fontsize=9)
+    if bleu:
+        ax_b = axes[0][1]
+        ax_b.plot([x for x, _ in bleu], [y for _, y in bleu], color="tab:green", marker="s", ms=3,
+                  label="dev BLEU (mask-predict)")
+        legend_below(ax_b, ncol=1, fontsize=7)
+        ax_b.set_ylabel("dev BLEU")
+        ax_b.set_title("dev BLEU", fontsize=9)
+    for a in axes[0]:
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a.set_xlabel("epoch")
+        a.grid(alpha=0.3)
+    fig.suptitle("The CMLM's learning curve (cmlm stage, dev set)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -1395,16 +1439,18 @@ def cmlm_curve_text(mcmc: Mapping[str, Any] | None) -> str:
 
 
 def figure_6_3(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
-    """Acceptance rate per sweep for the block group (annealed block size)."""
+    """Acceptance rate per sweep (mean over chains and sentences) for the block group (annealed block size).
+    The thesis's Figure 6.3 gives no numbers, and the metrics keep no per-chain acceptance, so neither a
+    paper series nor a spread."""
     mcmc = _check_input("mcmc", mcmc)
-    fig, ax = plt.subplots(figsize=(6.2, 3.8), dpi=110)
+    fig, ax = plt.subplots(figsize=(6.2, 4.4), dpi=110)
     colors = _colors(mcmc)
     runs = {s: _run(mcmc, "block", s) for s in _schemes(mcmc, "block")}
     drawn = [_plot_curve(ax, r, "accept", mcmc, color=colors[s], label=_label(s, labels), marker=".")
              for s, r in runs.items()]
     if any(drawn):
         _shade_burn_in(ax, mcmc, _curve_start(mcmc, list(runs.values()), "accept"))
-        ax.legend(fontsize=7)
+        _legend(ax)
     else:
         _no_data(ax, "block group: not run")
     ax.set_xlabel("sweep")
@@ -1415,47 +1461,73 @@ def figure_6_3(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None 
     return fig
 
 
+ANNEAL_STYLES = ("-", "-.", ":", (0, (5, 1)))
+
+
+def _shades(color: str, n: int) -> list[tuple[float, float, float]]:
+    """n shades of ``color``, darkest first (towards black, then towards white)."""
+    base = np.array(to_rgb(color))
+    out = []
+    for t in np.linspace(-0.3, 0.4, n) if n > 1 else [0.0]:
+        target = np.zeros(3) if t < 0 else np.ones(3)
+        out.append(tuple(float(v) for v in base + (target - base) * abs(t)))
+    return out
+
+
 def figure_6_4(mcmc: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> Figure:
-    """Anneal group: acceptance (solid) and E_norm (dashed, right axis) per sweep (left); BLEU per sweep (right)."""
+    """Anneal group: one row per scheme, one quantity per column (acceptance, E_norm and BLEU per sweep, means
+    over chains and sentences; each column on one y scale); within a panel one series per anneal step, in
+    shades of the scheme's colour and a line style per step, each run named as Table 6.5 names it. The
+    acceptance panels carry the thesis's Table 6.5 acceptance of each step that ran as its own series (thin,
+    hollow diamond at its right end); beside the BLEU curves, each run's sampling-sweep mean ± sd across
+    chains. The thesis's E_norm (its own units) and BLEU (another corpus) are in Table 6.5's text, not on these
+    axes."""
     mcmc = _check_input("mcmc", mcmc)
-    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4), dpi=110)
-    ax_e = ax_a.twinx()
     runs = [r for r in _runs(mcmc) if r.get("group") == "anneal"]
     runs.sort(key=lambda r: (str(r.get("scheme")), _val(r, "value") or 0.0))
+    schemes = list(dict.fromkeys(str(r.get("scheme")) for r in runs)) or ["anneal"]
     colors = _colors(mcmc)
-    drawn = False
-    styles = ["-", "-.", ":", (0, (5, 1))]
-    for r in runs:
-        s = r.get("scheme")
-        vals = _group_values(mcmc, "anneal", s)
-        k = next((i for i, v in enumerate(sorted(vals)) if _same(v, r.get("value"))), 0)
-        color = colors.get(s, "black")
-        name = f"{s}, step {_g(_val(r, 'value'))}"
-        a = _plot_curve(ax_a, r, "accept", mcmc, color=color, ls=styles[k % len(styles)], alpha=0.9,
-                        label=f"{name}: accept")
-        e = _plot_curve(ax_e, r, "e_norm", mcmc, color="tab:green", ls=styles[k % len(styles)], alpha=0.5,
-                        marker="x" if s == "raw" else "+", ms=4, label=f"{name}: E_norm")
-        b = _plot_curve(ax_b, r, "bleu", mcmc, color=color, ls=styles[k % len(styles)], label=name)
-        drawn = drawn or a or e or b
-    if drawn:
-        start = _curve_start(mcmc, runs, "accept")
-        _shade_burn_in(ax_a, mcmc, start)
-        _shade_burn_in(ax_b, mcmc, start)
-        h1, l1 = ax_a.get_legend_handles_labels()
-        h2, l2 = ax_e.get_legend_handles_labels()
-        ax_a.legend(h1 + h2, l1 + l2, fontsize=6, loc="upper right")
-        ax_b.legend(fontsize=7)
-    else:
-        _no_data(ax_a, "anneal group: not run")
-        _no_data(ax_b, "anneal group: not run")
-    ax_a.set_xlabel("sweep")
-    ax_a.set_ylabel("acceptance rate")
-    ax_e.set_ylabel("E_norm (nats / sentence, green) ↓")
-    ax_b.set_xlabel("sweep")
-    ax_b.set_ylabel("BLEU")
-    for ax in (ax_a, ax_b):
-        ax.grid(alpha=0.3)
-    fig.suptitle("Figure 6.4 analog: MH with target annealing (red: raw, blue: norm)", fontsize=10)
+    fig, axes = plt.subplots(len(schemes), 3, figsize=(14, 4.5 * len(schemes) + 0.4), dpi=110, squeeze=False,
+                             sharey="col")
+    for s, (ax_a, ax_e, ax_b) in zip(schemes, axes):
+        mine = [r for r in runs if r.get("scheme") == s]
+        steps = _group_values(mcmc, "anneal", s)
+        shades = _shades(colors.get(s, "black"), len(steps))
+        spread_runs = []
+        for r in mine:
+            k = next((i for i, v in enumerate(sorted(steps)) if _same(v, r.get("value"))), 0)
+            color, ls = shades[k % len(shades)], ANNEAL_STYLES[k % len(ANNEAL_STYLES)]
+            step = _val(r, "value")
+            name = f"{s}, step {_g(step)}"                 # as Table 6.5 names its rows
+            a = _plot_curve(ax_a, r, "accept", mcmc, color=color, ls=ls, label=name)
+            _plot_curve(ax_e, r, "e_norm", mcmc, color=color, ls=ls, label=name)
+            _plot_curve(ax_b, r, "bleu", mcmc, color=color, ls=ls, label=name)
+            spread_runs.append((r, color))
+            paper = next((PAPER_TABLE6_5[v].get(s) for v in PAPER_TABLE6_5 if _same(v, step)), None)
+            if a and paper and _finite(paper.get("accept")) is not None:
+                xs, _ = _sweep_axis(len(_curve(r, "accept")), mcmc)
+                ax_a.plot([xs[0], xs[-1]], [paper["accept"]] * 2, color=color, ls=ls, lw=0.9, alpha=0.7,
+                          marker="D", ms=4, mfc="white", markevery=[1], label=f"thesis (Table 6.5), {name}")
+        if any(ax.get_lines() for ax in (ax_a, ax_e, ax_b)):
+            start = _curve_start(mcmc, mine, "accept")
+            for ax in (ax_a, ax_e, ax_b):
+                _shade_burn_in(ax, mcmc, start)
+            handles, names = ax_a.get_legend_handles_labels()
+            order = sorted(range(len(names)), key=lambda i: (names[i].startswith("thesis"), names[i] == "burn-in"))
+            legend_below(ax_a, ncol=2, fontsize=7, handles=[handles[i] for i in order],
+                         labels=[names[i] for i in order])
+            _legend(ax_e, ncol=1)
+            _legend(ax_b, _chain_spread(ax_b, spread_runs, mcmc), ncol=1)
+        else:
+            for ax in (ax_a, ax_e, ax_b):
+                _no_data(ax, "anneal group: not run")
+        for ax, ylabel in ((ax_a, "acceptance rate"), (ax_e, "E_norm (nats / sentence) ↓"), (ax_b, "BLEU")):
+            ax.set_xlabel("sweep")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{_label(s, labels)}" if runs else "anneal group", fontsize=9)
+            ax.grid(alpha=0.3)
+    fig.suptitle("Figure 6.4 analog: MH with target annealing (one row per scheme; shade and line style: anneal "
+                 "step)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
-from components.reports.curves import close  # noqa: E402
+from components.reports.curves import close, legend_below  # noqa: E402
 from components.reports.findings import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Side, compare,  # noqa: E402
                                          counts, holds, table)
 from components.reports.findings import row as finding_row  # noqa: E402
@@ -498,11 +498,19 @@ def _hline_stats(runs: Sequence[Mapping[str, Any]]) -> float | None:
     return float(np.mean([_float(r["test_score"]) for r in runs])) if runs else None
 
 
+def _mean_sd(runs: Sequence[Mapping[str, Any]]) -> tuple[float, float | None]:
+    """Mean and sample std (ddof=1; None for one run) of the runs' test scores."""
+    scores = [_float(r["test_score"]) for r in runs]
+    return float(np.mean(scores)), (float(np.std(scores, ddof=1)) if len(scores) > 1 else None)
+
+
 def figure1a(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective: str = "marginal_ce") -> Figure:
     """Figure 1a: test score against the fixed unary scale alpha (log2 axis; mean ± sample std over
-    runs), with horizontal lines for the unary predictor alone and for stage training, a vertical line
-    at alpha = 1 (no scaling) and at the best alpha. Raises :class:`MissingRecords` without
-    ``fixed_alpha`` runs for (task, objective)."""
+    runs as error bars), the joint alpha = 1 runs (when alpha = 1 is not on the fixed grid), the unary predictor
+    alone and stage training as horizontal lines with a ± sample std band (ours, dashed), the paper's unary and
+    stage numbers as their own dotted lines and its best alpha (≈ 0.25, Fig. 1a's caption) as a dotted
+    vertical line (for the paper's own task and objective only), and our best alpha as a solid vertical line.
+    Raises :class:`MissingRecords` without ``fixed_alpha`` runs for (task, objective)."""
     recs = _validated(records)
     runs = _base(recs, task, objective, "fixed_alpha")
     if not runs:
@@ -513,34 +521,45 @@ def figure1a(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective:
     alphas = sorted(by_alpha)
     means = [float(np.mean(by_alpha[a])) for a in alphas]
     stds = [float(np.std(by_alpha[a], ddof=1)) if len(by_alpha[a]) > 1 else 0.0 for a in alphas]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
-    ax.errorbar(alphas, means, yerr=stds, fmt="o-", color="tab:blue", capsize=3, ms=4,
-                label=f"joint, fixed α (n≤{max(len(v) for v in by_alpha.values())} per α)")
+    n_max = max(len(v) for v in by_alpha.values())
+    fig, ax = plt.subplots(figsize=(6.6, 5.0), dpi=110)
+    ax.errorbar(alphas, means, yerr=stds if n_max > 1 else None, fmt="o-", color="tab:blue", capsize=3, ms=4,
+                label=f"joint, fixed α (mean{' ± sd' if n_max > 1 else ''}, n≤{n_max} per α)")
     if 1.0 not in by_alpha:
         joint = _select(recs, task, objective, "joint", "relu")
         if joint:
-            ax.plot([1.0], [_hline_stats(joint)], "D", color="tab:purple", label="joint (α = 1 runs)")
-    for runs_, name, color in ((_base(recs, task, None, "unary"), "unary only", "tab:gray"),
+            m, sd = _mean_sd(joint)
+            ax.errorbar([1.0], [m], yerr=[sd] if sd is not None else None, fmt="D", color="tab:purple", capsize=3,
+                        label=f"joint, α = 1 (n={len(joint)})")
+    for runs_, name, color in ((_base(recs, task, None, "unary"), "unary", "tab:gray"),
                                (_base(recs, task, objective, "stage"), "stage", "tab:green")):
-        m = _hline_stats(runs_)
-        if m is not None:
-            ax.axhline(m, ls="--", color=color, lw=1.2, label=f"{name} ({m:.1f})")
+        if runs_:
+            m, sd = _mean_sd(runs_)
+            ax.axhline(m, ls="--", color=color, lw=1.2,
+                       label=f"{name}, ours ({m:.1f}{f' ± {sd:.1f}' if sd is not None else ''}, n={len(runs_)})")
+            if sd is not None:
+                ax.axhspan(m - sd, m + sd, color=color, alpha=0.12, lw=0)
     paper_row = PAPER_TASK.get(task)
     if task in DIRECT_TASKS and paper_row:
         stage_p = PAPER["table2"].get(paper_row, {}).get(objective, {}).get("stage")
-        for cell, name, color in ((PAPER["unary"].get(paper_row), "paper unary", "tab:gray"),
-                                  (stage_p, "paper stage", "tab:green")):
+        for cell, name, color in ((PAPER["unary"].get(paper_row), "unary", "tab:gray"),
+                                  (stage_p, "stage", "tab:green")):
             if cell is not None:
-                ax.axhline(cell.mean, ls=":", color=color, lw=0.9, alpha=0.7, label=f"{name} ({cell.mean:.1f})")
-    ax.axvline(1.0, color="magenta", lw=1.2, label="α = 1 (no scaling)")
+                ax.axhline(cell.mean, ls=":", color=color, lw=1.2,
+                           label=f"{name}, paper ({_paper(cell, False)})")
     best = max(zip(means, alphas))[1]
-    ax.axvline(best, color="gold", lw=1.6, label=f"best α = {best:g}")
+    ax.axvline(best, color="goldenrod", lw=1.6, label=f"best α, ours = {best:g}")
+    if _fig1_paper(task, objective, "yes", ""):
+        ax.axvline(PAPER_BEST_ALPHA, color="goldenrod", ls=":", lw=1.6, label=f"best α, paper ≈ {PAPER_BEST_ALPHA:g}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("unary scale α (fixed during training, log₂)")
     ax.set_ylabel("test score (%)")
-    ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: score vs α (cf. paper Fig. 1a)", fontsize=9)
+    many = n_max > 1 or any(len(r) > 1 for r in (_base(recs, task, None, "unary"), _base(recs, task, objective, "stage")))
+    ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: score vs α (cf. paper Fig. 1a)\n"
+                 + ("error bars and bands: ± sample std over runs (folds × seeds)" if many
+                    else "one run per point: no error bars"), fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    legend_below(ax, ncol=2, fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -566,6 +585,17 @@ def _geo_mean(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
                 by_ep[e].append(math.log(v))
     eps = np.array(sorted(by_ep))
     return eps, np.array([math.exp(float(np.mean(by_ep[e]))) for e in eps])
+
+
+def _range(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per epoch: (epochs, min, max) of the finite ratios over the series."""
+    by_ep: dict[float, list[float]] = defaultdict(list)
+    for ep, ratio in series:
+        for e, v in zip(ep, ratio):
+            if math.isfinite(v):
+                by_ep[e].append(float(v))
+    eps = np.array(sorted(by_ep))
+    return eps, np.array([min(by_ep[e]) for e in eps]), np.array([max(by_ep[e]) for e in eps])
 
 
 def _final_log_ratios(runs: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -602,28 +632,31 @@ def _fig1b_series(recs: Sequence[Mapping[str, Any]], task: str, objective: str
 def figure1b(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective: str = "marginal_ce") -> Figure:
     """Figure 1b: the ratio mean|U| / mean|W| against epoch (log y) for joint training with alpha = 1
     (ReLU), the best fixed alpha, the sigmoid last activation and online scaling, where present.
-    Faint lines: single runs; bold: geometric mean over runs at each epoch."""
+    Lines: geometric mean over runs at each epoch (a line style per series, so coinciding series stay
+    visible); shaded: the range (min to max) over runs."""
     recs = _validated(records)
     series = [(n, runs) for n, runs in _fig1b_series(recs, task, objective) if runs]
     if not series:
         raise MissingRecords(f"figure1b: no joint/fixed_alpha/online runs with history for task={task!r}, "
                              f"objective={objective!r}")
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+    fig, ax = plt.subplots(figsize=(6.6, 4.8), dpi=110)
     for k, (name, runs) in enumerate(series):
         color = f"C{k}"
         curves = [_ratio_series(r)[:2] for r in runs]
-        for ep, ratio in curves:
-            ax.plot(ep, ratio, "-", color=color, lw=0.7, alpha=0.3)
+        if len(curves) > 1:
+            ep, lo, hi = _range(curves)
+            ax.fill_between(ep, lo, hi, color=color, alpha=0.15, lw=0)
         ep, gm = _geo_mean(curves)
-        ax.plot(ep, gm, "-", color=color, lw=2.0, label=f"{name} (n={len(runs)})")
+        ax.plot(ep, gm, ("-", "--", "-.", ":")[k % 4], color=color, lw=2.0, label=f"{name} (n={len(runs)})")
     ax.set_yscale("log", nonpositive="mask")
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("ratio ‖U‖ / ‖W‖ (mean |·|)")
-    ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: unary/pairwise ratio, joint training (cf. Fig. 1b)",
-                 fontsize=9)
+    ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: unary/pairwise ratio, joint training (cf. Fig. 1b)\n"
+                 + ("lines: geometric mean over runs; bands: min-max over runs (folds × seeds)"
+                    if any(len(runs) > 1 for _, runs in series) else "one run per series: no band"), fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    legend_below(ax, ncol=2, fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -635,21 +668,22 @@ def _switches(ep: np.ndarray, phases: Sequence[str]) -> list[tuple[float, str]]:
 
 def figure1c(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective: str = "marginal_ce") -> Figure:
     """Figure 1c: the ratio over the stage procedure's epochs (first stage: trained unaries over the
-    pairwise initialisation), vertical dashed lines at the phase switches of the first run (by fold,
-    seed), horizontal dashed lines at the final ratio of joint alpha = 1 and best-alpha runs."""
+    pairwise initialisation) of the first run (by fold, seed), with the range over all stage runs shaded,
+    vertical dashed lines at the first run's phase switches, horizontal dashed lines at the final ratio of joint
+    alpha = 1 and best-alpha runs (geometric mean; shaded: their range over runs)."""
     recs = _validated(records)
     runs = sorted((r for r in _base(recs, task, objective, "stage") if r.get("history")),
                   key=lambda r: (r.get("fold") or 0, r.get("seed") or 0))
     if not runs:
         raise MissingRecords(f"figure1c: no 'stage' runs with history for task={task!r}, objective={objective!r}")
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
-    for r in runs[1:]:
-        ep, ratio, _ = _ratio_series(r)
-        ax.plot(ep, ratio, "-", color="tab:green", lw=0.7, alpha=0.3)
+    fig, ax = plt.subplots(figsize=(6.6, 4.8), dpi=110)
+    if len(runs) > 1:
+        ep, lo, hi = _range([_ratio_series(r)[:2] for r in runs])
+        ax.fill_between(ep, lo, hi, color="tab:green", alpha=0.15, lw=0)
     ep, ratio, phases = _ratio_series(runs[0])
     ax.plot(ep, ratio, "o-", color="tab:green", lw=2.0, ms=3,
             label=f"stage, fold {runs[0].get('fold')} seed {runs[0].get('seed')}"
-                  + (f" (+{len(runs) - 1} faint)" if len(runs) > 1 else ""))
+                  + (f" (band: range over {len(runs)} runs)" if len(runs) > 1 else ""))
     trans = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
     if phases and phases[0]:
         ax.text(ep[0], 0.98, phases[0], transform=trans, fontsize=7, va="top")
@@ -663,25 +697,31 @@ def figure1c(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective:
                      [r for r in _base(recs, task, objective, "fixed_alpha") if _float(r["alpha"]) == best],
                      "tab:blue"))
     for name, rr, color in refs:
-        v = _final_ratio([r for r in rr if r.get("history")])
+        with_hist = [r for r in rr if r.get("history")]
+        v = _final_ratio(with_hist)
         if v is not None:
-            ax.axhline(v, ls="--", color=color, lw=1.0, label=f"{name} ({v:.3g})")
+            finals = _final_log_ratios(with_hist)
+            ax.axhline(v, ls="--", color=color, lw=1.0,
+                       label=f"{name} ({v:.3g}" + (f", band: range over {len(finals)} runs)" if len(finals) > 1 else ")"))
+            if len(finals) > 1:
+                ax.axhspan(10.0 ** min(finals), 10.0 ** max(finals), color=color, alpha=0.1, lw=0)
     ax.set_yscale("log", nonpositive="mask")
     ax.set_xlabel("epoch (cumulative over stages)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("ratio ‖U‖ / ‖W‖ (mean |·|)")
     ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: ratio during stage training (cf. Fig. 1c)", fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="best", framealpha=0.6)
+    legend_below(ax, ncol=1, fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def online_alpha(records: Iterable[Mapping[str, Any]], task: str = "ocr", objective: str = "marginal_ce") -> Figure:
     """Online scaling's choice after every epoch (Algorithm 1, lines 10-12): the subset loss
-    L_alpha(D) at the selected alpha and one grid step either side (alpha / 2, 2 alpha), and the
-    selected alpha (right axis), for the first online run (by fold, seed). A selected alpha whose
-    neighbours both cost more is a strict minimum of the grid search, not a default."""
+    L_alpha(D) at the selected alpha and one grid step either side (alpha / 2, 2 alpha) for the first online
+    run (by fold, seed; upper panel), and that run's selected alpha with the range over every online run
+    shaded (lower panel). A selected alpha whose neighbours both cost more is a strict minimum of the grid
+    search, not a default."""
     recs = _validated(records)
     runs = sorted((r for r in _base(recs, task, objective, "online")
                    if any("subset_loss" in h for h in r.get("history") or [])),
@@ -690,23 +730,35 @@ def online_alpha(records: Iterable[Mapping[str, Any]], task: str = "ocr", object
         raise MissingRecords(f"online_alpha: no 'online' runs with subset losses for task={task!r}, objective={objective!r}")
     hist = [h for h in runs[0]["history"] if "subset_loss" in h]
     ep = [_float(h["epoch"]) for h in hist]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(6.6, 5.8), dpi=110, sharex=True, height_ratios=(2, 1))
     for key, name, style in (("subset_loss_down", "α / 2", "v--"), ("subset_loss", "selected α", "o-"),
                              ("subset_loss_up", "2 α", "^--")):
         ax.plot(ep, [_float(h.get(key, float("nan"))) for h in hist], style, ms=3, label=f"L(D) at {name}")
-    ax.set_xlabel("epoch")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("subset loss L_α(D)")
-    ax2 = ax.twinx()
-    ax2.step(ep, [_float(h["alpha"]) for h in hist], where="mid", color="k", lw=1.0, label="selected α")
+    ax.legend(fontsize=7, loc="upper right", framealpha=0.8)
+    ax2.step(ep, [_float(h["alpha"]) for h in hist], where="mid", color="k", lw=1.2,
+             label=f"selected α, fold {runs[0].get('fold')} seed {runs[0].get('seed')}")
+    if len(runs) > 1:
+        by_ep: dict[float, list[float]] = defaultdict(list)
+        for r in runs:
+            for h in r["history"]:
+                if "subset_loss" in h and _float(h.get("alpha")) > 0:
+                    by_ep[_float(h["epoch"])].append(_float(h["alpha"]))
+        eps = sorted(by_ep)
+        ax2.fill_between(eps, [min(by_ep[e]) for e in eps], [max(by_ep[e]) for e in eps], step="mid", color="0.5",
+                         alpha=0.25, lw=0, label=f"range over {len(runs)} online runs")
     ax2.set_yscale("log", base=2)
+    shown = [v for r in runs for h in r["history"] if "subset_loss" in h and (v := _float(h.get("alpha"))) > 0]
+    if shown:                       # half a grid step of room on either side: α = 1 throughout is not an edge
+        ax2.set_ylim(min(shown) / 2 ** 0.5, max(shown) * 2 ** 0.5)
     ax2.set_ylabel("selected α")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best", framealpha=0.6)
+    ax2.set_xlabel("epoch")
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.legend(fontsize=7, loc="upper right", framealpha=0.8)
     ax.set_title(f"{task} / {OBJECTIVE_LABEL[objective]}: online scaling's grid search, fold "
                  f"{runs[0].get('fold')} seed {runs[0].get('seed')}", fontsize=9)
-    ax.grid(alpha=0.3)
+    for a in (ax, ax2):
+        a.grid(alpha=0.3, which="both")
     fig.tight_layout()
     return fig
 
@@ -721,7 +773,7 @@ _FIG_CAPTION = {
     "figure1c.png": "Figure 1c — the ratio during stage training; dashed vertical lines: phase switches "
                     "(unary → pairwise → joint); in the first phase W is still its initialisation.",
     "online_alpha.png": "Online scaling — the subset loss L_α(D) after every epoch at the selected α and one grid "
-                        "step either side, with the selected α (right axis). When U is linear in the last layer's "
+                        "step either side, with the selected α (lower panel). When U is linear in the last layer's "
                         "parameters, training already minimises L along α, so α = 1 stays the grid minimum "
                         "unless L is flat along α (tests/training/test_scaling.py).",
 }

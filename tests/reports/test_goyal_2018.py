@@ -1,12 +1,14 @@
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
 
-from components.reports.curves import close
+from components.reports.curves import MAX_SERIES, close
 from components.reports.goyal_2018 import (BEAM_VARIANTS, DECAY_VARIANTS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
-                                           SS_VARIANTS, TABLE1_2, TABLE3_1, TABLE3_2, curves_figure, findings,
-                                           findings_table, table_beam, table_decay, table_ss, write_report)
+                                           SS_VARIANTS, TABLE1_2, TABLE3_1, TABLE3_2, VARIANT_LABEL, curves_figure,
+                                           findings, findings_table, table_beam, table_decay, table_ss, write_report)
+from tests.reports.figure_checks import assert_paper_ready, legend_labels
 
 
 def _var(greedy, beam=None, soft=None, *, seeds=1, std=0.0, failed=False, failure="", objective="seq_ce"):
@@ -233,20 +235,54 @@ def test_bad_input_is_rejected():
 
 # ---------------------------------------------------------------------------------------------
 # figure and report
-def test_curves_figure_has_one_line_per_variant_in_both_panels():
+def test_curves_figure_is_small_multiples_one_row_per_paper_table():
     m = _good_ner()
     m["variants"]["dss_always"]["failed"] = True
+    m["variants"]["my_variant"] = _var(40.0)
+    m["curves"]["my_variant"] = _curve()
     fig = curves_figure(_metrics(ner=m), "ner")
     try:
         assert isinstance(fig, Figure)
-        dev, loss = fig.axes
-        assert len(dev.lines) == len(loss.lines) == len(m["curves"])
-        labels = [t.get_text() for t in dev.get_legend().get_texts()]
-        assert "dss_always ✗" in labels and "ce" in labels
+        assert len(fig.axes) == 2 * 4                       # Tables 1-2, 3.1, 3.2, then the other variant
+        assert_paper_ready(fig)
+        rows = [fig.axes[i:i + 2] for i in range(0, len(fig.axes), 2)]
+        for dev, loss in rows:
+            assert len(dev.lines) == len(loss.lines) <= MAX_SERIES
+            assert dev.get_legend() is None and loss.get_legend() is not None       # one legend per row
+            assert [ln.get_label() for ln in dev.lines] == legend_labels(loss)
+        shown = [legend_labels(loss) for _, loss in rows]
+        assert shown[0] == [VARIANT_LABEL[v] for v in BEAM_VARIANTS]
+        assert shown[1] == [VARIANT_LABEL[v] for v in SS_VARIANTS]
+        assert shown[2] == [VARIANT_LABEL[v] for v in ("ce",) + DECAY_VARIANTS[:-1]] + ["always ✗"]
+        assert shown[3] == ["my_variant"]
+        # every variant is drawn once, except the baseline (one per paper table), black wherever it is
+        drawn = Counter(ln.get_label() for dev, _ in rows for ln in dev.lines)
+        assert drawn.pop("Baseline CE") == 3 and set(drawn.values()) == {1}
+        ce = [ln for dev, loss in rows for ln in dev.lines + loss.lines if ln.get_label() == "Baseline CE"]
+        assert len(ce) == 6 and {ln.get_color() for ln in ce} == {"black"}
+        dashed = [ln for ln in rows[2][0].lines if ln.get_label() == "always ✗"]
+        assert dashed[0].get_linestyle() == "--"
+        # within a panel the colours differ
+        for dev, _ in rows:
+            assert len({ln.get_color() for ln in dev.lines}) == len(dev.lines)
+        # the dev-score panels share one y scale
+        assert len({tuple(dev.get_ylim()) for dev, _ in rows}) == 1
     finally:
         close(fig)
     fig = curves_figure(_metrics(ner=_task({"ce": _var(50.0)}, curves={})), "ner")
-    close(fig)
+    try:
+        assert "no learning curves recorded" in fig.axes[0].texts[0].get_text()
+        assert_paper_ready(fig)
+    finally:
+        close(fig)
+    # many variants no table names: rows of at most MAX_SERIES
+    many = {f"v{i}": _var(40.0 + i) for i in range(MAX_SERIES + 3)}
+    fig = curves_figure(_metrics(x=_task(many)), "x")
+    try:
+        assert [len(ax.lines) for ax in fig.axes] == [MAX_SERIES, MAX_SERIES, 3, 3]
+        assert_paper_ready(fig)
+    finally:
+        close(fig)
 
 
 def test_write_report_writes_readme_and_pngs(tmp_path: Path):

@@ -11,6 +11,7 @@ from components.reports.goyal_2019 import (BUCKETS, DID_NOT_TRAIN, DOES_NOT_HOLD
                                            findings, findings_table, length_figure, readme, table1, table_breakdown,
                                            table_length, table_mt, table_ss, table_tagging, tagging_figure, translator_figure,
                                            write_report)
+from tests.reports.figure_checks import assert_paper_ready, legend_labels, paper_series
 
 SS = ("ce", "ss_greedy", "ss_sample", "dss_fixed_greedy", "dss_fixed_sample", "dss_annealed_greedy",
       "dss_annealed_sample")
@@ -328,17 +329,65 @@ def test_examples_section_escapes_pipes():
 
 # ---------------------------------------------------------------------------------------------
 # figures and report
-def test_figures_draw_with_and_without_data():
-    fig = tagging_figure(_paper_like())
+def _dots(ax):
+    """label -> (xs, ys) of the axes' dot series (error-bar series and marker-only lines)."""
+    out = {}
+    for c in ax.containers:
+        line = c.lines[0]
+        out[c.get_label()] = (list(line.get_xdata()), list(line.get_ydata()))
+    for ln in ax.lines:
+        if not ln.get_label().startswith("_"):
+            out[ln.get_label()] = (list(ln.get_xdata()), list(ln.get_ydata()))
+    return out
+
+
+def test_tagging_figure_is_dots_with_the_papers_numbers_as_their_own_series():
+    m = _paper_like()
+    m["tagging"]["rows"]["lstm"]["regular"]["local"] = _e(70.0, std=1.5, seeds=3)
+    m["tagging"]["rows"]["blstm"]["self_normalised"]["global"] = _e(10.0, failed=True)
+    fig = tagging_figure(m)
     try:
-        assert len(fig.axes[0].patches) == len(ROWS) * 4
+        assert_paper_ready(fig)
+        assert len(fig.axes) == len(INITS)
+        for ax, init, paper in zip(fig.axes, INITS, (PAPER_TABLE2, PAPER_TABLE3)):
+            assert not ax.patches                                    # no bars: dots with intervals
+            dots = _dots(ax)
+            for e, name in (("lstm", "unidirectional"), ("blstm", "bidirectional")):
+                assert paper_series(ax) and dots[f"paper (CCG), {name}"][1] == [paper[e][r] for r in ROWS]
+                assert f"ours, {name}" in dots
+            assert legend_labels(ax)[:2] == ["ours, unidirectional", "ours, bidirectional"]
+        # spread: an error bar where seeds > 1, of the std
+        (bars,) = [c for c in fig.axes[0].containers if c.get_label() == "ours, unidirectional"]
+        seg = bars.lines[2][0].get_segments()[ROWS.index("local")]
+        assert seg[0][1] == pytest.approx(68.5) and seg[1][1] == pytest.approx(71.5)
+        assert "± std over 3 seeds" in fig.texts[0].get_text()
+        # a run that did not train: hollow, and said so
+        failed = _dots(fig.axes[1])["ours, bidirectional ✗ (did not train)"]
+        assert failed[1] == [10.0]
     finally:
         close(fig)
-    for make in (tagging_figure, length_figure):
-        close(make({}))
+    fig = tagging_figure({})
+    try:
+        assert "tagging not run" in fig.axes[0].texts[0].get_text() and paper_series(fig.axes[0])
+        assert "no error bars" in fig.texts[0].get_text()
+        assert_paper_ready(fig)
+    finally:
+        close(fig)
+
+
+def test_length_figure_draws_ours_and_the_paper_as_separate_series():
     fig = length_figure(_paper_like())
     try:
-        assert len(fig.axes[0].lines) == 4 + 3                # ours: 4 rows; paper: 3
+        assert_paper_ready(fig)
+        ax = fig.axes[0]
+        assert len(ax.lines) == 4 + 3                # ours: 4 rows; paper: 3
+        assert len(paper_series(ax)) == 3 and {ln.get_linestyle() for ln in ax.lines
+                                                if "(paper)" in ln.get_label()} == {"--"}
+    finally:
+        close(fig)
+    fig = length_figure({})
+    try:
+        assert_paper_ready(fig)
     finally:
         close(fig)
 
@@ -378,7 +427,10 @@ def test_the_translator_section_shows_its_bleu_length_penalty_and_curve(tmp_path
     assert "(translator_curve.png)" in md
     fig = translator_figure(m)
     try:
-        assert [ln.get_ydata().tolist() for ln in fig.axes[1].get_lines()][0] == [2.0, 3.0, 4.0, 5.0]
+        loss, dev = fig.axes                                    # two panels, no twin axis
+        assert loss.get_lines()[0].get_ydata().tolist() == [5.0, 4.0, 3.0, 2.0]
+        assert dev.get_lines()[0].get_ydata().tolist() == [2.0, 3.0, 4.0, 5.0]
+        assert_paper_ready(fig)
     finally:
         close(fig)
     assert "nrefs:1" in md and "kept_books: MAT, MRK" in md and "beam size 5 (paper: 5)" in md

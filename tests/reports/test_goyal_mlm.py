@@ -12,6 +12,7 @@ from components.reports.goyal_mlm import (MIN_BLEU, NOT_DISTINGUISHABLE, NOT_REP
                                           spearman, table_6_1, table_6_2, table_6_3, table_6_4, table_6_5, table_6_6,
                                           table_figure_6_1, table_figure_6_2, table_mixing, write_report,
                                           cmlm_curve_text, figure_cmlm_curve)
+from tests.reports.figure_checks import assert_paper_ready, legend_labels, paper_series
 
 SYNTH = ("p-1k", "p-10k", "h-1k", "h-10k", "h-1k+", "h-10k+")
 BURN, SWEEPS = 7, 26
@@ -123,6 +124,11 @@ def test_spearman():
     # the thesis's MH novel rates vs temperature (ties at 0.03): −1/√95
     assert spearman([2.0, 1.5, 1.0, 0.8, 0.5], [0.03, 0.05, 0.11, 0.06, 0.03]) == pytest.approx(-1 / 95 ** 0.5)
     assert spearman([1, 2], [5, 5]) is None and spearman([1], [2]) is None
+    assert spearman([1, 2, 3], [1, 2]) is None and spearman([4, 4, 4], [1, 2, 3]) is None
+    # the same number as components.metrics.correlation (both scipy's), where that one gives NaN this gives None
+    from components.metrics.correlation import spearman as metrics_spearman
+    xs, ys = [0.5, 0.8, 1.0, 1.5, 2.0, 2.0], [0.1, 0.3, 0.3, 0.2, 0.9, 0.4]
+    assert spearman(xs, ys) == pytest.approx(metrics_spearman(xs, ys), abs=1e-12)
 
 
 def test_every_claim_reproduced_on_good_numbers():
@@ -299,22 +305,68 @@ def test_figures_draw_with_and_without_data():
         ax = fig.axes[0]
         assert ax.get_xscale() == "log"
         assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"PL-only", "TRUE", "DPLL (10000)"}
+        assert legend_labels(ax)[:3] == ["PL-only", "KL projection", "KL projection + PL"]     # data first
+        assert "± sd over 2 seeds" in ax.get_title()
+        (pl,) = [c for c in ax.containers if c.get_label() == "PL-only"]
+        seg = pl.lines[2][0].get_segments()[0]                       # the error bar: ± the seeds' sd
+        assert seg[0][1] == pytest.approx(6.45) and seg[1][1] == pytest.approx(6.55)
+        assert_paper_ready(fig)
     finally:
         close(fig)
     fig = figure_6_2(m)
     try:
         assert [len(a.lines) for a in fig.axes] == [3, 3]
         assert len(fig.axes[0].lines[0].get_xdata()) == BURN + SWEEPS
+        assert_paper_ready(fig)
     finally:
         close(fig)
     fig = figure_6_4(m)
     try:
-        assert len(fig.axes[0].lines) == 6 and len(fig.axes[1].lines) == 6
+        assert len(fig.axes) == 2 * 3                                # a row per scheme: accept, E_norm, BLEU
+        for row, s in zip((fig.axes[:3], fig.axes[3:]), ("norm", "raw")):
+            accept, e_norm, bleu = row
+            ours = [f"{s}, step {v}" for v in ("0.02", "0.04", "0.06")]
+            assert [ln.get_label() for ln in e_norm.lines] == ours == [ln.get_label() for ln in bleu.lines]
+            assert paper_series(accept, "thesis") == [f"thesis (Table 6.5), {o}" for o in ours]
+            thesis = [ln.get_ydata()[0] for ln in accept.lines if ln.get_label().startswith("thesis")]
+            assert thesis == [PAPER_TABLE6_5[v][s]["accept"] for v in (0.02, 0.04, 0.06)]
+            assert len({ln.get_color() for ln in e_norm.lines}) == 3 and len({ln.get_linestyle() for ln in e_norm.lines}) == 3
+        assert_paper_ready(fig)
     finally:
         close(fig)
     for make, arg in ((figure_6_1, None), (figure_6_2, None), (figure_6_3, None), (figure_6_4, None),
-                      (figure_6_3, m)):
-        close(make(arg))
+                      (figure_6_3, m), (figure_cmlm_curve, None)):
+        fig = make(arg)
+        try:
+            assert_paper_ready(fig)
+        finally:
+            close(fig)
+
+
+def test_bleu_panels_show_the_spread_across_chains_where_the_runs_have_it():
+    m = _mcmc()
+    for r in m["runs"]:
+        r["chains"], r["bleu_chain_sd"] = 5, 1.5
+    fig = figure_6_2(m)
+    try:
+        e_norm, bleu = fig.axes
+        assert not e_norm.containers                        # the metrics keep no per-chain E_norm
+        bars = bleu.containers
+        assert len(bars) == 3 and all(c.lines[0].get_xdata()[0] > BURN + SWEEPS for c in bars)
+        (raw,) = [c for c in bars if c.lines[0].get_color() == "tab:red"]
+        seg = raw.lines[2][0].get_segments()[0]
+        assert raw.lines[0].get_ydata()[0] == 21.0 and seg[0][1] == pytest.approx(19.5) and seg[1][1] == pytest.approx(22.5)
+        assert "right: sampling-sweep mean ± sd over 5 chains" in legend_labels(bleu)
+        assert_paper_ready(fig)
+    finally:
+        close(fig)
+    for r in m["runs"]:
+        r["chains"] = 1                                      # one chain: no spread to show
+    fig = figure_6_2(m)
+    try:
+        assert not fig.axes[1].containers
+    finally:
+        close(fig)
 
 
 def test_write_report(tmp_path: Path):
@@ -413,9 +465,13 @@ def test_figure_6_2_shows_the_random_start_rows_and_says_how_each_run_started():
     assert "random start" not in plain.split("\n\n")[0] and "main: not recorded" in plain
     fig = figure_6_2(m)
     try:
-        assert [len(a.lines) for a in fig.axes] == [6, 6]
-        dashed = {ln.get_label(): ln.get_linestyle() for ln in fig.axes[0].get_lines()}
-        assert dashed["degenerate Gibbs (deg), random start"] == "--" and dashed["degenerate Gibbs (deg)"] == "-"
+        assert [len(a.lines) for a in fig.axes] == [3, 3, 3, 3]       # a row per start: main, then random start
+        main, random = fig.axes[0].get_lines(), fig.axes[2].get_lines()
+        assert {ln.get_label(): ln.get_linestyle() for ln in main}["degenerate Gibbs (deg)"] == "-"
+        assert {ln.get_label(): ln.get_linestyle() for ln in random}["degenerate Gibbs (deg), random start"] == "--"
+        assert "random_start group (start: uniform random, shared)" == fig.axes[2].get_title()
+        assert fig.axes[0].get_ylim() == fig.axes[2].get_ylim()            # one E_norm scale for both starts
+        assert_paper_ready(fig)
     finally:
         close(fig)
     # every finding but (5) reads the main group; (5), Figure 6.2's "deg degrades", reads the random start
@@ -442,12 +498,13 @@ def test_cmlm_learning_curve_figure_and_text(tmp_path: Path):
     assert "Dev BLEU (mask-predict) 0.50 (epoch 1) → 6.50 (epoch 4); best 6.50." in text
     fig = figure_cmlm_curve(m)
     try:
-        ax, ax_b = fig.axes
+        ax, ax_b = fig.axes                                  # loss and BLEU side by side, no twin axis
         assert [list(ln.get_xdata()) for ln in ax.get_lines()] == [[1, 2, 3, 4], [1, 2, 3, 4]]
         assert list(ax.get_lines()[0].get_ydata()) == [5.0, 3.5, 3.0, 3.25]
         assert list(ax_b.get_lines()[0].get_xdata()) == [1, 2, 4]            # no BLEU at epoch 3
-        assert {t.get_text() for t in ax.get_legend().get_texts()} == {
-            "dev masked-token loss", "dev unigram loss (no context)", "dev BLEU (mask-predict)"}
+        assert legend_labels(ax) == ["dev masked-token loss", "dev unigram loss (no context)"]
+        assert legend_labels(ax_b) == ["dev BLEU (mask-predict)"]
+        assert_paper_ready(fig)
     finally:
         close(fig)
     # old metrics: no dev_bleu at all -> one axis, and the text says so

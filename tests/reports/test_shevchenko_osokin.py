@@ -9,6 +9,7 @@ from components.reports.shevchenko_osokin import (COLUMN_LABEL, OBJECTIVE_LABEL,
                                                   figure1c, findings, online_alpha, paper_cell, readme, summary,
                                                   table1, table2, write_report)
 from components.training.registry import OBJECTIVES as TRAINING_OBJECTIVES
+from tests.reports.figure_checks import assert_paper_ready, legend_labels, paper_series
 from components.training.studies import PROCEDURES as STUDY_PROCEDURES
 
 
@@ -364,3 +365,51 @@ def test_online_alpha_figure_plots_the_subset_losses_and_the_selected_alpha(tmp_
         online_alpha(plain)
     paths = write_report(plain, tmp_path)
     assert "online_alpha.png" not in paths and "online_alpha: no 'online' runs" in paths["README.md"].read_text()
+
+
+def test_figures_keep_the_figure_rules_and_show_the_spread_over_runs():
+    recs = _records()
+    fig = figure1a(recs)
+    try:
+        assert_paper_ready(fig)
+        ax = fig.axes[0]
+        assert paper_series(ax) == ["unary, paper (91.8 ± 0.2)", "stage, paper (97.2 ± 0.1)", "best α, paper ≈ 0.25"]
+        assert legend_labels(ax)[0].startswith("joint, fixed α (mean ± sd")          # the data before the references
+        (fixed,) = [c for c in ax.containers if c.get_label().startswith("joint, fixed α")]
+        seg = fixed.lines[2][0].get_segments()[0]                                    # α = 0.25: 97.1, 97.3
+        assert seg[0][1] == pytest.approx(97.2 - math.sqrt(0.02)) and seg[1][1] == pytest.approx(97.2 + math.sqrt(0.02))
+        assert "stage, ours (97.2 ± 0.3, n=2)" in legend_labels(ax)
+        assert len(ax.patches) == 1                     # the stage band (2 runs); the one unary run has none
+        assert "± sample std over runs" in ax.get_title()
+    finally:
+        close(fig)
+    fig = figure1b(recs)
+    try:
+        assert_paper_ready(fig)
+        ax = fig.axes[0]
+        assert len(ax.lines) == 4 and len(ax.collections) == 3      # a band per series with more than one run
+        assert len({ln.get_linestyle() for ln in ax.lines}) == 4
+        assert "min-max over runs" in ax.get_title()
+    finally:
+        close(fig)
+    fig = figure1c(recs)
+    try:
+        assert_paper_ready(fig)
+        ax = fig.axes[0]
+        assert len(ax.collections) == 1 and len(ax.patches) == 2        # stage runs' range; the final ratios' ranges
+        assert any("band: range over 2 runs" in t for t in legend_labels(ax))
+    finally:
+        close(fig)
+    recs.append(_rec("online", 97.0, alpha=0.5, seed=2,
+                     history=_online_hist([1, 0.5, 0.5], [2.0, 1.0, 0.5], ONLINE_LOSSES)))
+    fig = online_alpha(recs)
+    try:
+        assert_paper_ready(fig)
+        loss, alpha = fig.axes
+        assert alpha.get_position().y1 < loss.get_position().y0         # stacked, not twinned
+        assert "range over 2 online runs" in legend_labels(alpha)
+        (band,) = alpha.collections
+        ys = band.get_paths()[0].vertices[:, 1]
+        assert ys.min() == pytest.approx(0.25) and ys.max() == pytest.approx(2.0)
+    finally:
+        close(fig)

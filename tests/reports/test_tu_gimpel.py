@@ -9,6 +9,7 @@ from components.reports.tu_gimpel import (CLAIM_FAST, CLAIM_GD_N, CLAIM_GD_SLOW,
                                           GD_DEV, GD_MIN, GD_ORACLE, MARK_NOTE, TABLE6, WARN, findings,
                                           findings_counts, infnet_flags, init_std_table, report, table4, table6,
                                           table6_rows)
+from tests.reports.figure_checks import assert_paper_ready, legend_labels
 
 ALL_CLAIMS = (CLAIM_INFNET, CLAIM_INFNET_PLUS, CLAIM_ORDER, CLAIM_GD_N, CLAIM_GD_SLOW, CLAIM_FAST, CLAIM_RHO_POS,
               CLAIM_RHO_AMORT, CLAIM_GD_VIT)
@@ -338,3 +339,40 @@ def test_yardstick_table_compares_viterbi_with_the_best_local_baseline():
 def test_relate_prints_the_relation_that_holds(a, b, relation, expect):
     from components.reports.findings import relate
     assert relate(a, b, relation) == expect
+
+
+# ----------------------------------------------------------------------------------------------- figure 2
+def _dense_gd(m):
+    """GD at N = 5 ... 1000 (most of them crowded on a log time axis), tailored / warm start by step."""
+    grid = (5, 10, 20, 30, 40, 50, 100, 500, 1000)
+    for key in ("gd_oracle", "gd_min_energy"):
+        m[f"blstm_crf_plus.{key}"] = {str(float(n)): _gd(80.0 + 0.01 * n, -95.0) for n in grid}
+    m["blstm_crf_plus.tailored_infnet"] = {"10": {**_row(91.6, -99.6), "decode_seconds": 2.0},
+                                           "3": {**_row(91.5, -99.5), "decode_seconds": 0.7},
+                                           "5": {**_row(91.2, -99.5), "decode_seconds": 1.1}}
+    return m, grid
+
+
+def test_figure2_labels_gd_points_without_overlap_and_names_methods_as_the_tables_do():
+    (pos, grid), (ner, _) = _dense_gd(_metrics()), _dense_gd(_metrics())
+    ner["metric"] = "span_f1"
+    md, fig = report({"pos": pos, "ner": ner}, {"pos": "cnn", "ner": "cnn"})
+    try:
+        assert_paper_ready(fig)                    # no two N labels (or legends, tick labels) overlap
+        assert len(fig.axes) == 2
+        for ax in fig.axes:
+            shown = [t.get_text() for t in ax.texts]
+            assert shown and set(shown) <= {f"N={n}" for n in grid} and len(set(shown)) == len(shown)
+            assert {"N=5", "N=1000"} <= set(shown)
+            assert legend_labels(ax) == ["Viterbi", "GD, oracle lr (paper's protocol)",
+                                         "GD, lowest-energy lr (no labels)", "infnet+ (cnn)",
+                                         "tailored (3, 5, 10 steps)", "warm start (3, 10 steps)"]
+            (tailored,) = [ln for ln in ax.lines if ln.get_label().startswith("tailored")]
+            assert list(tailored.get_xdata()) == [0.7, 1.1, 2.0]            # in step order, not the dict's
+            for t in ax.texts:                                              # each label sits on its own point
+                n = float(t.get_text()[2:])
+                assert t.xy[1] == pytest.approx(80.0 + 0.01 * n)
+        assert fig.axes[1].get_ylabel() == "F1" and fig.axes[0].get_ylabel() == "accuracy"
+        assert "one run per point" in fig.texts[0].get_text()
+    finally:
+        close(fig)
