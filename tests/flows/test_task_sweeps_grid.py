@@ -12,7 +12,7 @@ from components.config import BaseConfig, ResourcesConfig, load_params, load_sec
 from components.tracking import NullTracker
 from flows import task_sweeps
 from flows.search_space import first_suggestion
-from flows.stages.common import StageContext
+from flows.stages.common import StageContext, stage_params
 from flows.sweeps import SweepConfig, SweepResult, run_sweep
 
 SECTIONS = {"train_energy": "flows.stages.train_energy:SPEC", "infnets": "flows.stages.infnets:SPEC"}
@@ -20,7 +20,7 @@ SECTIONS = {"train_energy": "flows.stages.train_energy:SPEC", "infnets": "flows.
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
 def test_first_suggestions_equal_the_committed_sweeps(section):
-    params = resolve_scale(load_params("params.yaml"))
+    params = stage_params(load_params("params.yaml"))          # the study's task list applied, as a stage runs
     spec = task_sweeps._spec(SECTIONS[section])
     cfg = load_section(spec.config, section, params)
     assert cfg.sweep.num_samples == 1 and cfg.sweep.space      # the grid path, with something drawn
