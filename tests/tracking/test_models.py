@@ -95,10 +95,10 @@ def test_a_second_log_adds_a_version_and_aliases_resolve(store, tmp_path):
 def test_the_global_mlflow_uris_are_restored(store, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////elsewhere/mlflow.db")
     monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
-    before = mlflow.get_tracking_uri()
+    before = mlflow.get_tracking_uri()          # whatever an earlier test left set
     with using_store(store["uri"]):
         assert mlflow.get_tracking_uri() == store["uri"] == mlflow.get_registry_uri()
-    assert mlflow.get_tracking_uri() == before == os.environ["MLFLOW_TRACKING_URI"]
+    assert mlflow.get_tracking_uri() == before and os.environ["MLFLOW_TRACKING_URI"] == "sqlite:////elsewhere/mlflow.db"
     assert "MLFLOW_REGISTRY_URI" not in os.environ
 
 
