@@ -22,7 +22,7 @@ from components.config import ConfigError
 
 # study -> its stages, in pipeline order; "pipeline" holds the stages every study shares
 STUDIES: dict[str, tuple[str, ...]] = {
-    "pipeline": ("fetch", "prepare", "bench"),
+    "pipeline": ("fetch", "prepare", "bench", "headline"),
     "tu_gimpel": ("train", "train_energy", "infnets", "approx", "report"),
     "shevchenko_osokin": ("scaling",),
     "goyal_2018": ("search_aware",),

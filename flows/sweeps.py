@@ -215,12 +215,12 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     callbacks: list[Any] = [] if progress.interactive() else [trial_lines(name, cfg.num_samples if grid is None
                                                                              else len(grid))]
     if tracker.tracking_uri:         # the null tracker logs nowhere
-        from components.tracking.mlflow_tracker import RunMetrics
+        from components.tracking.mlflow_tracker import RunMetrics, source_tags
         batch = RunMetrics(tracker.tracking_uri)
-        callbacks.append(_TrialLogger(
+        shared = {"mlflow.parentRunId": parent_run_id, "sweep": name, **tracker.run_tags(), **(tags or {})}
+        callbacks.append(_TrialLogger(           # the trials' runs show their Source as the stage's runs do
             tracking_uri=tracker.tracking_uri, experiment_name=tracker.experiment_name,
-            tags={"mlflow.parentRunId": parent_run_id, "sweep": name, **tracker.run_tags(), **(tags or {})},
-            save_artifact=True))
+            tags={**shared, **source_tags(shared)}, save_artifact=True))
 
     def tune_config() -> Any:      # a fresh run's only: its searcher creates the study
         searcher = None if study is None else ConcurrencyLimiter(

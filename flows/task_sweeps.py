@@ -95,6 +95,9 @@ class ModelSpec:
     # evaluate(model, cfg, variant, task, dataset, split name, device) -> metrics with "score"
     recipe: Callable[[Any, str, TaggingTask], dict[str, Any]]
     # recipe(cfg, variant, task) -> components.checkpoints.recipe(...): how to rebuild the saved model
+    register: bool = False
+    # log each sweep's best model as an MLflow model and register it as approxinfer-<stage>-<task>[-<variant>]
+    # (the models users tag text with: `approxinfer predict models:/...`)
 
 
 def searcher_seed(base_seed: int, stage: str, task: str, done: int = 0) -> int:
@@ -227,8 +230,29 @@ def _parent_run(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str
         yield parent
 
 
-def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, res: SweepResult) -> dict[str, Any]:
-    """Copy the best checkpoint, write the plots, log to the (open, innermost) parent run -> metrics."""
+def registered_name(stage: str, task: str, variant: str) -> str:
+    """The MLflow registered model of a sweep's best model: ``approxinfer-<stage>-<task>[-<variant>]``."""
+    return f"approxinfer-{stage}-{task}" + (f"-{variant}" if variant else "")
+
+
+def _register(ctx: StageContext, task: str, variant: str, dest: Path, parent_run_id: str) -> dict[str, Any]:
+    """Log the best model folder ``dest`` (with its task's vocabularies) as an MLflow model of the
+    sweep's parent run and register it -> its ``models:/`` URI and version (nothing without an
+    MLflow tracker)."""
+    uri = getattr(ctx.tracker, "tracking_uri", "")
+    if not uri:
+        return {}
+    from components.inference.predict import PYFUNC_LOADER
+    from components.tracking.models import log_model
+    logged = log_model(uri, parent_run_id, dest, ctx.path(ctx.base.prepared_dir) / task,
+                       registered_name(ctx.stage, task, variant), loader=PYFUNC_LOADER)
+    return {"registered_model": logged.uri}
+
+
+def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, res: SweepResult,
+            parent_run_id: str, register: bool = False) -> dict[str, Any]:
+    """Copy the best checkpoint, write the plots, log to the (open, innermost) parent run, register
+    the best model when the stage's spec says so -> metrics."""
     label, key = _names(task, variant)
     if res.best_checkpoint is None:
         raise RuntimeError(f"sweep {ctx.stage}-{key}: the best trial left no checkpoint")
@@ -252,6 +276,8 @@ def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, re
     ctx.tracker.log_metrics(numeric(best))
     ctx.tracker.log_params({f"best.{k}": v for k, v in res.best_config.items()})
     ctx.tracker.log_artifact(dest / "model.json", "best_model")
+    if register:
+        ctx.tracker.set_tags(_register(ctx, task, variant, dest, parent_run_id))
     return {**best, "n_trials": len(res.trials), "n_failed": sum(1 for t in res.trials if t["error"])}
 
 
@@ -302,8 +328,9 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
             run = t["config"]["run"]
             by_key[_names(run["task"], run["variant"])[1]].append({**t, "config": run["config"]})
         results = {k: _element_result(f"{stage}-{k}", cfg.sweep, by_key[k]) for k in keys}
+        register = _spec(spec_ref).register
         for (task, variant), key, parent in reversed(list(zip(runs, keys, opened))):
-            metrics[key] = _record(ctx, cfg, task, variant, results[key])
+            metrics[key] = _record(ctx, cfg, task, variant, results[key], parents[key], register)
             parent.close()
     return {k: metrics[k] for k in keys}
 
@@ -329,11 +356,11 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
         return _run_grid(spec_ref, params, ctx, cfg, runs)
     metrics: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:       # on an error, every parent still open ends FAILED
-        opened, results = [], {}
+        opened, results, parents = [], {}, {}
         for task, variant in runs:
             key = _names(task, variant)[1]
             opened.append(stack.enter_context(contextlib.ExitStack()))
-            parent = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
+            parent = parents[key] = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
             trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
                                              variant=variant, root=str(ctx.root))
             results[key] = run_sweep(trainable, name=sweep_name(ctx.stage, task, variant), cfg=cfg.sweep, params=params,
@@ -344,6 +371,6 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
             results[key] = _element_result(sweep_name(ctx.stage, task, variant), cfg.sweep, results[key].trials)
         for (task, variant), parent in reversed(list(zip(runs, opened))):
             key = _names(task, variant)[1]
-            metrics[key] = _record(ctx, cfg, task, variant, results[key])
+            metrics[key] = _record(ctx, cfg, task, variant, results[key], parents[key], spec.register)
             parent.close()
     return {k: metrics[k] for k in (_names(t, v)[1] for t, v in runs)}

@@ -33,6 +33,7 @@ from flows.stages.infnets import InfNetStageConfig
 from flows.stages.mcmc import MCMCStageConfig
 from flows.stages.mlm_exact import MLMExactConfig
 from flows.stages.normalisation import NormalisationConfig
+from flows.stages.headline import HeadlineConfig
 from flows.stages.report import ReportConfig
 from flows.stages.scaling import ScalingStageConfig
 from flows.stages.search_aware import SearchAwareConfig
@@ -47,7 +48,7 @@ SECTIONS: dict[str, type] = {
     "train_energy": EnergyStageConfig, "infnets": InfNetStageConfig, "approx": ApproxStudyConfig,
     "report": ReportConfig, "bench": BenchConfig, "mlm_exact": MLMExactConfig, "cmlm": CMLMStageConfig,
     "mcmc": MCMCStageConfig, "scaling": ScalingStageConfig, "search_aware": SearchAwareConfig,
-    "normalisation": NormalisationConfig,
+    "normalisation": NormalisationConfig, "headline": HeadlineConfig,
 }
 
 # Other stages read part of a section with a plain class, over that class's own defaults (not the
@@ -66,7 +67,7 @@ KEPT = {
     "base.raw_dir", "base.prepared_dir",
     "train.models_dir", "train.plots_dir", "train_energy.models_dir", "train_energy.plots_dir",
     "infnets.energy_dir", "infnets.models_dir", "infnets.plots_dir", "approx.energy_dir", "approx.infnet_dir",
-    "report.approx_metrics", "report.out_dir", "bench.report", "bench.oracle.task", "bench.oracle.energy",
+    "report.approx_metrics", "report.out_dir", "headline.out_dir", "bench.report", "bench.oracle.task", "bench.oracle.energy",
     "bench.oracle.energy_dir", "bench.beam.task", "mlm_exact.cell.phoneme_dir",
     # task lists: dvc.yaml's foreach (one stage per task); the task catalogue prepare reads
     "studies.tu_gimpel", "prepare.tasks",

@@ -30,7 +30,7 @@ def _recipe(cfg: TaskSweepConfig, variant: str, task) -> dict:
 
 
 SPEC = ModelSpec(section="train", config=TaskSweepConfig, variants=lambda cfg, task: ("",), build=_build,
-                 loss=lambda cfg, variant, model: token_ce_loss, evaluate=_evaluate, recipe=_recipe)
+                 loss=lambda cfg, variant, model: token_ce_loss, evaluate=_evaluate, recipe=_recipe, register=True)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

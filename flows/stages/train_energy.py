@@ -75,7 +75,7 @@ def _recipe(cfg: EnergyStageConfig, variant: str, task) -> dict:
 
 
 SPEC = ModelSpec(section="train_energy", config=EnergyStageConfig, variants=_variants, build=_build,
-                 loss=_loss, evaluate=_evaluate, recipe=_recipe)
+                 loss=_loss, evaluate=_evaluate, recipe=_recipe, register=True)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

@@ -55,9 +55,17 @@ def test_prepare_then_two_trial_sweep(tiny_root):
         children = [r for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == sweep.info.run_id]
         assert len(children) == 2
         for c in children:
-            assert c.info.status == "FINISHED"
+            assert c.info.status == "FINISHED" and c.data.tags["mlflow.source.name"] == "flows/stages/train.py"
             assert {"dev_score", "best_dev_score", "test_score"} <= set(c.data.metrics)
             assert "train.optim.lr" in c.data.params
+        # the best model, logged on the sweep's run and registered under a stable name, with its signature
+        assert sweep.data.tags["registered_model"] == f"models:/approxinfer-train-{name}/1"
+        assert sweep.data.tags["mlflow.source.name"] == "flows/stages/train.py"
+        import mlflow
+        client = mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+        version = client.get_model_version(f"approxinfer-train-{name}", "1")
+        assert version.run_id == sweep.info.run_id and version.tags["task"] == name
+    assert _runs(root) and runs[stage.info.run_id].data.tags["mlflow.source.name"] == "flows/stages/train.py"
 
 
 def test_train_on_unprepared_task_is_a_clear_error(tiny_root):
