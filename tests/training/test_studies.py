@@ -5,9 +5,8 @@ import math
 
 import numpy as np
 import pytest
-import yaml
 
-from components.config import ConfigError, from_dict, resolve_scale
+from components.config import ConfigError, from_dict, load_params, resolve_scale
 from components.data import store
 from components.training.scaling import SCALINGS
 from components.training.guard import DidNotLearn
@@ -22,7 +21,7 @@ def _study(**section):
 
 
 def _params_study(scale="default"):
-    params = yaml.safe_load(open("params.yaml"))
+    params = load_params("params.yaml")          # with the scale files (scales/<scale>.yaml)
     params["base"]["scale"] = scale
     section = dict(resolve_scale(params)["scaling"])
     section.pop("sweep", None)           # the flow's part of the section
