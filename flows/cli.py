@@ -4,6 +4,7 @@
     approxinfer study STAGE --trials N [--task TASK[/VARIANT]] [--apply]
     approxinfer predict MODEL --input FILE [--format conll|text] [--method M] [--option K=V] [--output FILE]
     approxinfer report [PAPER ...] [--force] [--dry-run]
+    approxinfer exp STUDY [-- DVC_ARG ...]
     approxinfer ui [--store URI] [--port 5000]
     approxinfer dashboard [--port 8080]
 
@@ -453,6 +454,28 @@ def cmd_dashboard(args: argparse.Namespace, out: Callable[[str], None], err: Cal
     return _exec(cmd, root, dry_run=args.dry_run, err=err)
 
 
+def headline_columns(root: Path, study: str) -> list[str]:
+    """The metric names of ``metrics/headline/<study>.json`` (the headline stage's), or a UsageError
+    naming the studies that have one."""
+    folder = root / "metrics" / "headline"
+    path = folder / f"{study}.json"
+    if not path.is_file():
+        known = sorted(f.stem for f in folder.glob("*.json")) if folder.is_dir() else []
+        raise UsageError(f"{path}: no headline metrics for {study!r}; known: {known or 'none (run the headline stage)'}")
+    import json
+    return sorted(json.loads(path.read_text()))
+
+
+def cmd_exp(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
+    root = Path(args.root).resolve()
+    names = headline_columns(root, args.study)
+    # DVC names a metric column by its key, prefixed with its file when two files share a key
+    own = re.escape(f"metrics/headline/{args.study}.json:")      # not another study's column of that key
+    keep = "|".join(["Experiment", "Created", "State"] + [rf"({own})?{re.escape(n)}" for n in names])
+    cmd = [_tool("dvc"), "exp", "show", "--no-pager", "--drop", ".*", "--keep", f"^({keep})$", *args.dvc_args]
+    return _exec(cmd, root, dry_run=args.dry_run, err=err)
+
+
 # --------------------------------------------------------------------------------------------
 # the parser
 # --------------------------------------------------------------------------------------------
@@ -574,6 +597,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="re-run the stages even if nothing changed")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("exp", parents=[common], formatter_class=_Formatter,
+                       help="dvc exp show with one study's headline metrics only",
+                       description=_wrap("`dvc exp show` lists every param, dep and metric of the project (hundreds of "
+                                   "columns); this shows the experiments with one study's headline metrics "
+                                   "(metrics/headline/<study>.json, at most 20), which fit a terminal. Arguments "
+                                   "after `--` go to dvc (e.g. -- -A, --sort-by)."),
+                       epilog="examples:\n  approxinfer exp tu_gimpel\n  approxinfer exp goyal_mlm -- -A")
+    p.add_argument("study", help="a study with a headline file: pipeline, tu_gimpel, shevchenko_osokin, "
+                                 "goyal_2018, goyal_2019, goyal_mlm")
+    p.add_argument("dvc_args", nargs="*", metavar="DVC_ARG", help="passed to dvc exp show (after --)")
+    p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
+    p.set_defaults(func=cmd_exp)
 
     p = sub.add_parser("ui", parents=[common], formatter_class=_Formatter,
                        help="the MLflow UI on the project's store (as make ui)",

@@ -14,7 +14,8 @@ caller can say so. No timings (seconds, minutes): they change from run to run.
 
 Key suffixes name the task's metric (``_acc``: accuracy, ``_f1``: span F1, ``_bleu``: BLEU, else the
 metric's own name; ``_score`` when the file names none); ``_speedup``: a median ratio baseline time /
-our time. ``findings.<verdict>``: how many rows of the report's findings table have that verdict,
+our time. ``findings.<verdict>`` (``<study>.<verdict>`` in the file, see :func:`build`): how many
+rows of the report's findings table have that verdict,
 each verdict of the report's vocabulary present (0 when none), parentheses dropped
 ("inconclusive (within noise)" -> ``inconclusive``).
 
@@ -388,7 +389,10 @@ def build(study: str, data: Data, max_keys: int = MAX_KEYS, **design: Any) -> di
     """``study``'s picks from ``data`` (its input files, parsed); ``design``: the keyword arguments
     its function takes (the Tu & Gimpel task list, energy and architectures). More than
     ``max_keys`` keys is an error naming the study: a headline must stay readable."""
-    picks = _entry(study).fn(data, **design)
+    # the verdict counts as <study>.<verdict>: a key no other study's file has, so `dvc exp show`
+    # names its column without the file (findings.reproduced is in every report)
+    picks = {(f"{study}.{k[len('findings.'):]}" if k.startswith("findings.") else k): v
+             for k, v in _entry(study).fn(data, **design).items()}
     if len(picks) > max_keys:
         raise ValueError(f"headline {study}: {len(picks)} keys, more than {max_keys} ({sorted(picks)}); fewer "
                          f"tasks, or a larger max_keys")

@@ -44,7 +44,7 @@ def _run(capsys, *argv):
 
 # --- help ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [[], ["run"], ["study"], ["predict"], ["report"], ["ui"], ["dashboard"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["study"], ["predict"], ["report"], ["exp"], ["ui"], ["dashboard"]])
 def test_every_help_exits_0_with_examples(command, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main([*command, "--help"])
@@ -311,6 +311,23 @@ def test_report_finds_the_stage_of_each_paper(capsys):
     assert code == 0 and _cmd(err)[1:] == ["repro", "report", "mcmc"]
     code, _, err = _run(capsys, "report", "nope", "--dry-run", "--root", REPO)
     assert code == 2 and "no dvc.yaml stage writes reports/nope/" in err
+
+
+def test_exp_shows_one_studys_headline_columns(capsys, tmp_path):
+    (tmp_path / "metrics" / "headline").mkdir(parents=True)
+    (tmp_path / "metrics" / "headline" / "tu_gimpel.json").write_text('{"pos.viterbi_acc": 95.1, "tu_gimpel.reproduced": 9}')
+    code, _, err = _run(capsys, "exp", "tu_gimpel", "--dry-run", "--root", tmp_path)
+    import re
+    import shlex
+    cmd = shlex.split(err.split("$ ", 1)[1].splitlines()[0].split("   (in ")[0])    # the printed line, unquoted
+    assert code == 0 and cmd[1:5] == ["exp", "show", "--no-pager", "--drop"] and cmd[6] == "--keep"
+    keep = re.compile(cmd[7])
+    assert all(keep.fullmatch(c) for c in ("Experiment", "pos.viterbi_acc", "tu_gimpel.reproduced",
+                                          "metrics/headline/tu_gimpel.json:tu_gimpel.reproduced"))
+    assert not any(keep.fullmatch(c) for c in ("ner.viterbi_f1", "train.optim.lr", "goyal_2018.reproduced",
+                                              "metrics/headline/goyal_2018.json:pos.viterbi_acc"))
+    code, _, err = _run(capsys, "exp", "nope", "--dry-run", "--root", tmp_path)
+    assert code == 2 and "no headline metrics for 'nope'; known: ['tu_gimpel']" in err
 
 
 def test_ui_and_dashboard_run_what_make_runs(capsys, tmp_path, monkeypatch):

@@ -70,7 +70,7 @@ def test_one_small_numeric_file_per_study_with_the_detailed_metrics_numbers(root
         for k, p in picks.items():
             if p.path is not None and k in got:
                 assert got[k] == H.lookup(json.loads((root / p.file).read_text()), p.path), (study, k)
-    assert tracker.runs[0]["metrics"]["tu_gimpel.findings.reproduced"] == _read(root, "tu_gimpel")["findings.reproduced"]
+    assert tracker.runs[0]["metrics"]["tu_gimpel.tu_gimpel.reproduced"] == _read(root, "tu_gimpel")["tu_gimpel.reproduced"]
 
 
 def test_spot_checks_against_the_detailed_files(root):
@@ -80,7 +80,7 @@ def test_spot_checks_against_the_detailed_files(root):
     assert tg["pos.viterbi_acc"] == approx["blstm_crf_plus.viterbi"]["score"]
     assert tg["pos.gd_oracle_search_error"] == approx["blstm_crf_plus.gd_oracle"]["oracle"]["search_error"]
     assert tg["pos.infnet_search_error"] == approx["blstm_crf_plus.cnn.infnet_search_error"]
-    assert {k[len("findings."):]: v for k, v in tg.items() if k.startswith("findings.")} == \
+    assert {k[len("tu_gimpel."):]: v for k, v in tg.items() if k.startswith("tu_gimpel.")} == \
         load("metrics/report.json")["findings"]
     so, res = _read(root, "shevchenko_osokin"), load("metrics/scaling.json")["results"]
     assert so["ocr.joint"] == res["ocr/marginal_ce/joint"]["mean"]
@@ -108,7 +108,7 @@ def test_the_tu_gimpel_tasks_come_from_studies_tu_gimpel(root):
     (root / "metrics/approx/ner.json").unlink()              # not read: ner is not in the list
     _run(root, params)
     keys = _read(root, "tu_gimpel")
-    assert {k.split(".")[0] for k in keys} == {"pos", "findings"}
+    assert {k.split(".")[0] for k in keys} == {"pos", "tu_gimpel"}
 
 
 @pytest.mark.parametrize("missing, stage", [("metrics/mcmc.json", "mcmc"), ("metrics/approx/ner.json", "approx@ner"),

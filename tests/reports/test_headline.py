@@ -61,7 +61,7 @@ def test_tu_gimpel_reads_the_table6_energy_and_the_tasks_arch():
         assert vals[f"{t}.gd_oracle_search_error"] == m[f"{e}.gd_search_error"]
         assert vals[f"{t}.infnet_search_error"] == m[f"{e}.{TU_GIMPEL['arch'][t]}.infnet_search_error"]
     report = data["metrics/report.json"]["findings"]
-    assert {k: vals[f"findings.{k}"] for k in report} == report
+    assert {k: vals[f"tu_gimpel.{k}"] for k in report} == report       # build names the counts by study
 
 
 def test_computed_findings_counts_are_the_report_modules_verdicts():
@@ -73,10 +73,10 @@ def test_computed_findings_counts_are_the_report_modules_verdicts():
              ("goyal_mlm", mlm, goyal_mlm.findings(mlm["metrics/mlm_exact.json"], mlm["metrics/mcmc.json"]))]
     for study, data, rows in cases:
         vals = H.values(H.build(study, data))
-        counts = {k: v for k, v in vals.items() if k.startswith("findings.")}
+        counts = {k: v for k, v in vals.items() if k.startswith(f"{study}.")}
         assert sum(counts.values()) == len(rows), study
         for r in rows:
-            assert counts[f"findings.{H.verdict_key(r['verdict'])}"] >= 1
+            assert counts[f"{study}.{H.verdict_key(r['verdict'])}"] >= 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,3 +187,12 @@ def test_input_paths_build_and_errors():
         H.build("goyal_mlm", {k: v for k, v in data.items() if k != "metrics/mcmc.json"})
     with pytest.raises(ValueError, match="metrics/scaling.json: expected a JSON object"):
         H.build("shevchenko_osokin", {"metrics/scaling.json": [1, 2]})
+
+
+def test_no_two_studies_share_a_key_so_dvc_names_each_column_by_its_key_alone():
+    keys: dict[str, str] = {}
+    for study in H.HEADLINES:
+        design = TU_GIMPEL if study == "tu_gimpel" else {}
+        for k in H.values(H.build(study, committed(study), **design)):
+            assert k not in keys, f"{k!r} is in the {keys.get(k)} and {study} headlines"
+            keys[k] = study
