@@ -471,7 +471,7 @@ def cmd_exp(args: argparse.Namespace, out: Callable[[str], None], err: Callable[
     names = headline_columns(root, args.study)
     # DVC names a metric column by its key, prefixed with its file when two files share a key
     own = re.escape(f"metrics/headline/{args.study}.json:")      # not another study's column of that key
-    keep = "|".join(["Experiment", "Created", "State"] + [rf"({own})?{re.escape(n)}" for n in names])
+    keep = "|".join(["Experiment"] + [rf"({own})?{re.escape(n)}" for n in names])
     cmd = [_tool("dvc"), "exp", "show", "--no-pager", "--drop", ".*", "--keep", f"^({keep})$", *args.dvc_args]
     return _exec(cmd, root, dry_run=args.dry_run, err=err)
 
