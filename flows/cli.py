@@ -309,8 +309,9 @@ def existing_best(stage: str, params: dict[str, Any], root: Path, task: str | No
     from flows.study import pick_run, stage_spec
     from flows.study_storage import open_study_storage, shown_url, study_storage_url
     from flows.task_sweeps import sweep_name
+    from flows.stages.common import stage_params
     spec = stage_spec(stage)
-    cfg = load_section(spec.config, spec.section, resolve_scale(params))
+    cfg = load_section(spec.config, spec.section, stage_params(params))     # the study's task list, as a stage reads it
     task_name, variant = pick_run(spec, cfg, task)
     url = study_storage_url(root)
     name = sweep_name(stage, task_name, variant)
@@ -328,12 +329,14 @@ def existing_best(stage: str, params: dict[str, Any], root: Path, task: str | No
             "best_params": dict(best.params), "best_trial": best.number}
 
 
-def _study_tracker(params: dict[str, Any], root: Path) -> Any:
-    """The tracker ``flows.study`` would make, its runs' Source the study module (not this program)."""
+def _study_tracker(params: dict[str, Any], root: Path, stage: str) -> Any:
+    """The tracker ``flows.study`` would make (the stage's study's experiment), its runs' Source the
+    study module (not this program)."""
     from components.config import BaseConfig, load_section
     from components.tracking import make_tracker
+    from flows.studies import experiment_name
     base = load_section(BaseConfig, "base", resolve_scale(params))
-    tracker = make_tracker(base.tracker, base.experiment, root)
+    tracker = make_tracker(base.tracker, experiment_name(base.experiment, stage), root)
     if hasattr(tracker, "source"):
         tracker.source = "flows/study.py"
     return tracker
@@ -348,7 +351,7 @@ def cmd_study(args: argparse.Namespace, out: Callable[[str], None], err: Callabl
         raise UsageError("give --trials N (trials to add), --apply (write the best values found so far), or both")
     if args.trials is not None:
         summary = run_study(args.stage, params, root, trials=args.trials, task=args.task,
-                            tracker=_study_tracker(params, root), out=lambda line: out(line))
+                            tracker=_study_tracker(params, root, args.stage), out=lambda line: out(line))
     else:
         summary = existing_best(args.stage, params, root, args.task)
     out(f"study {summary['study']} ({summary['storage']}): {summary['n_trials']} trial(s); best trial "

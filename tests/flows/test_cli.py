@@ -197,7 +197,7 @@ def test_two_studies_of_one_trial_leave_one_study_of_two_and_apply_writes_the_be
     study = optuna.load_study(study_name="train-pos", storage=f"sqlite:///{root / 'optuna.db'}")
     assert len(study.trials) == 2 and [t.number for t in study.trials] == [0, 1]
     best = study.best_params["train.optim.lr"]
-    tracker = MlflowTracker("approxinfer", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    tracker = MlflowTracker("approxinfer/tu_gimpel", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
     runs = tracker.search_runs("tags.optuna_study = 'train-pos'")
     assert len(runs) == 4         # a parent and a trial per invocation
     assert {r.data.tags["mlflow.source.name"] for r in runs} == {"flows/study.py"}
