@@ -40,20 +40,26 @@ gpu-check:
 # the MLflow UI on the embedded store, or `make ui STORE=<backend store URI> PORT=<port> UI_HOST=<address>`.
 # It first prints a link to each experiment's runs table: MLflow 3.17 opens pages in its GenAI view
 # until the browser has chosen "Model training" (the switch at the top left; remembered after one click).
+# The UI has no authentication: a UI_HOST other than a loopback address prints a warning
+# (flows.cli.check_exposure; a shared server with authentication: infra/README.md).
 ui: STORE ?= sqlite:///$(CURDIR)/mlflow.db
 ui: PORT ?= 5000
 ui: UI_HOST ?= 127.0.0.1
 ui: $(STAMP)
+	@$(BIN)/python -c 'import flows.cli as c; c.check_exposure()' ui '$(UI_HOST)' '$(PORT)'
 	@$(BIN)/python -m components.tracking.mlflow_tracker links --store '$(STORE)' --server 'http://$(UI_HOST):$(PORT)'
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --host '$(UI_HOST)' --port '$(PORT)' \
 	  --workers 1 --backend-store-uri '$(STORE)'
 
 # optuna-dashboard on the sweeps' Optuna studies: $APPROXINFER_OPTUNA_STORAGE if set, else optuna.db
-# beside mlflow.db (flows.study_storage.study_storage_url; the schema is created under its lock first)
+# beside mlflow.db (flows.study_storage.study_storage_url; the schema is created under its lock first).
+# `make dashboard PORT=<port> UI_HOST=<address>`; no authentication either: a non-loopback UI_HOST warns.
 dashboard: PORT ?= 8080
+dashboard: UI_HOST ?= 127.0.0.1
 dashboard: $(STAMP)
+	@$(BIN)/python -c 'import flows.cli as c; c.check_exposure()' dashboard '$(UI_HOST)' '$(PORT)'
 	@url="$$($(BIN)/python -c 'from flows.study_storage import open_study_storage as o, study_storage_url as u; o(u()); print(u())')" \
-	  && $(BIN)/optuna-dashboard "$$url" --host 127.0.0.1 --port '$(PORT)'
+	  && $(BIN)/optuna-dashboard "$$url" --host '$(UI_HOST)' --port '$(PORT)'
 
 dag: $(STAMP)
 	$(BIN)/dvc dag

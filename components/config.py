@@ -9,12 +9,16 @@ its values in ``__post_init__`` with :func:`check_range` (positive sizes and epo
 any model starts. :func:`load_params` rejects a key repeated in one mapping (YAML would keep the
 last one silently). Sweep spaces and ``dvc exp run -S`` both address values by dotted keys
 (``train.model.hidden``), resolved here by :func:`set_dotted` / :func:`get_dotted`.
+:func:`check_contained` refuses, before any work, a path key that resolves outside the repository
+(unless under ``base.external_paths``) and a task name that is not a plain name.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import fnmatch
 import math
+import os
 import re
 import types
 import typing
@@ -347,9 +351,18 @@ class BaseConfig:
     # a folder of the user's plug-in modules (registry entries named "module:attribute"), put on
     # sys.path and PYTHONPATH by every stage; the stages that can build plug-ins depend on it in dvc.yaml
     plugin_dir: str = "plugins"
+    # folders outside the repository that path keys may name (absolute, or relative to the repository
+    # root, e.g. ["/scratch/me/approxinfer"]): :func:`check_contained` refuses any other path key
+    # (outputs, models, data; base.plugin_dir and the corpus files of prepare.tasks excepted) that
+    # resolves outside the repository, so `-S report.out_dir=../../x` cannot write elsewhere by accident.
+    # Set it with `dvc exp run -S 'base.external_paths=["/scratch/me"]'`; () = nothing outside
+    external_paths: tuple[str, ...] = ()
 
     def __post_init__(self):
         check_range(self, nonnegative=("seed", "threads"))
+        for i, e in enumerate(self.external_paths):
+            if not e.strip():
+                raise field_error(self, f"external_paths[{i}]", f"must name a folder, got {e!r}")
         if not (isinstance(self.device, str) and _DEVICE.fullmatch(self.device)):
             raise field_error(self, "device", f"must be auto, cpu, cuda or cuda:N (N >= 0), got {self.device!r}")
 
@@ -418,3 +431,118 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"base.device: {device!r} requested but CUDA is not available")
     return device
+
+
+# -- path containment --------------------------------------------------------------------------------
+# Every params key whose value is a path — its last part named like a path (:data:`_PATH_KEY`:
+# raw_dir, prepared_dir, models_dir, plots_dir, report_dir, out_dir, energy_dir, model_dir, ...;
+# bench's report and dir; report.approx_metrics; prepare.tasks.<task>.paths; mcmc.traces; cmlm.corpus)
+# — must resolve inside the repository, or under a folder of base.external_paths: an output written
+# elsewhere escapes DVC, git and the next `dvc repro`. The rule goes by name, so a new output key
+# (``*_dir``, ``*_path``, ``*_file``, ...) is checked the day it is added. Read-only inputs the user
+# brings may lie anywhere (:data:`READ_ONLY_PATH_KEYS`). Names that become folders — task names,
+# variant names — must be plain names (:data:`_NAME`).
+
+_PATH_KEY = re.compile(r"(?:^|_)(?:dir|dirs|path|paths|file|files|out|report|metrics|db|uri|root)$|^(?:traces|corpus)$")
+
+#: dotted-key patterns (fnmatch) of path keys that are only read and may name any folder: the
+#: user's plug-in modules and corpus files (``prepare.tasks.<task>.{train,dev,test}`` are read too,
+#: and not path-named); the allow-list itself
+READ_ONLY_PATH_KEYS = ("base.plugin_dir", "prepare.tasks.*.paths", "base.external_paths")
+
+#: dotted-key patterns whose list entries, or mapping keys, are task or variant names: they become
+#: folder and file names (``data/prepared/<task>``, ``models/search_aware/<task>/<variant>``)
+NAME_KEYS = ("prepare.tasks", "studies.*", "*.tasks", "*.variants", "*.beam_size", "*.max_train_sentences",
+             "*.max_test_sentences", "*.max_iterations", "*.arch", "infnets.energy_archs.*")
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+#: a value of a path key that names a server (``http://``, ``s3://``, ...), not a local path
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def check_name(name: Any, where: str, what: str = "") -> None:
+    """A task (or variant) name is a plain name: letters, digits, ``_``, ``.``, ``-``, starting with
+    a letter or digit (so no ``/``, no ``.`` or ``..``): it becomes a folder name. ``what``: a word
+    before the name in the message (``"key "`` for a mapping's key)."""
+    if not (isinstance(name, str) and _NAME.fullmatch(name)):
+        raise ConfigError(f"{where}: {what}{name!r} is not a plain name; a task or variant name becomes a folder "
+                          f"name (data/prepared/<task>, ...), so it must be letters, digits, '_', '.' or '-', "
+                          f"starting with a letter or digit (no '/', not '.' or '..')")
+
+
+def _local_path(value: str) -> str | None:
+    """The file-system path a path value names: a ``sqlite:///`` or ``file://`` URI's path, ``None``
+    for a server URL or an empty value (unset)."""
+    for scheme in ("sqlite:///", "file://"):
+        if value.startswith(scheme):
+            return value[len(scheme):]
+    if not value or _URL.match(value):
+        return None
+    return value
+
+
+def contained_path(value: str, root: Path, where: str, external: typing.Sequence[str | Path] = ()) -> Path | None:
+    """``value`` (relative to ``root``, or absolute) resolved, ``..`` and symbolic links followed;
+    a :class:`ConfigError` naming ``where`` if it lies outside ``root`` and outside every folder of
+    ``external`` (``base.external_paths``; relative ones are relative to ``root``). ``None`` for a
+    value that names no local path (empty, a server URL)."""
+    local = _local_path(value)
+    if local is None:
+        return None
+    root = Path(root).resolve()
+    resolved = (root / local).resolve()
+    if resolved.is_relative_to(root):
+        return resolved
+    if any(resolved.is_relative_to((root / e).resolve()) for e in external):
+        return resolved
+    how = (" through a symbolic link" if Path(os.path.normpath(root / local)).is_relative_to(root) else "")
+    raise ConfigError(
+        f"{where}: {value!r} resolves{how} to {resolved}, outside the repository {root}; what the pipeline writes "
+        f"and reads back must stay inside it. To use a location outside the repository on purpose, list it (or a "
+        f"folder above it) in base.external_paths, e.g. dvc exp run -S 'base.external_paths=[\"{resolved}\"]'")
+
+
+def _matches(key: str, patterns: typing.Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def check_contained(params: dict[str, Any], root: str | Path) -> None:
+    """Refuse, before any work, a params set that would write outside the repository ``root``.
+
+    ``params``: the full params of a run, after ``base.scale`` is applied (the ``scales`` section
+    itself is not read). Every string value of a path key (see the comment above
+    :data:`_PATH_KEY`; list entries too) must resolve — after joining with ``root`` and following
+    ``..`` and symbolic links — inside ``root`` or under a folder of ``base.external_paths``, except
+    the read-only inputs of :data:`READ_ONLY_PATH_KEYS`; a ``sqlite:///`` or ``file://`` value is
+    checked as its path, a server URL (``https://``, ``s3://``) is not a local path. Every task and
+    variant name (:data:`NAME_KEYS`: keys of ``prepare.tasks``, entries of ``<stage>.tasks`` and
+    ``studies.<study>``, keys of per-task maps such as ``search_aware.beam_size``) must be a plain
+    name (:func:`check_name`). A failure is a :class:`ConfigError` naming the dotted key, the value
+    and the resolved path.
+    """
+    base = from_dict(BaseConfig, params.get("base"), where="base")
+    root = Path(root)
+
+    def walk(value: Any, key: str) -> None:
+        last = key.rsplit(".", 1)[-1]
+        names = _matches(key, NAME_KEYS)
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if names:
+                    check_name(k, key, "key ")
+                walk(v, f"{key}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                if names:
+                    check_name(v, f"{key}[{i}]")
+                elif _PATH_KEY.search(last) and isinstance(v, str) and not _matches(key, READ_ONLY_PATH_KEYS):
+                    contained_path(v, root, f"{key}[{i}]", base.external_paths)
+                else:
+                    walk(v, f"{key}[{i}]")
+        elif isinstance(value, str) and _PATH_KEY.search(last) and not _matches(key, READ_ONLY_PATH_KEYS):
+            contained_path(value, root, key, base.external_paths)
+
+    for section, value in params.items():
+        if section != "scales":
+            walk(value, str(section))

@@ -58,12 +58,21 @@ def resolve(ref: str, where: str = "") -> Any:
         obj = importlib.import_module(module)
     except ModuleNotFoundError as e:
         raise ConfigError(f"{where or ref}: cannot import module {module!r} ({e})") from None
+    except (ImportError, SyntaxError) as e:       # the module is there but fails to import
+        raise ConfigError(f"{where or ref}: cannot import module {module!r} ({type(e).__name__}: {e})") from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigError(f"{where or ref}: module {module!r} has no attribute {attr!r}") from None
     return obj
+
+
+class UnknownName(ConfigError, KeyError):
+    """A name a registry does not know: a :class:`ConfigError` (a stage reports it as a params error,
+    not a traceback) and a ``KeyError`` (``name in registry``, ``registry.get(name)`` keep working)."""
+
+    __str__ = BaseException.__str__                 # the message as written, not KeyError's repr of it
 
 
 @dataclass(frozen=True)
@@ -144,15 +153,29 @@ class Registry(Mapping[str, Entry]):
 
     # -- lookup ----------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Entry:
+        return self.entry(name)
+
+    def entry(self, name: str, where: str = "") -> Entry:
+        """The entry ``name`` names (registered, or a plug-in). An unknown name is an
+        :class:`UnknownName` error (a ``ConfigError`` and a ``KeyError``) naming ``where`` — the
+        params key that gave the name, e.g. ``approx.methods.nosuch`` — the family, the name and the
+        known names; a plug-in that does not import is a ``ConfigError`` naming ``where`` and the
+        import error."""
         entry = self._entries.get(name)
         if entry is not None:
             return entry
         if isinstance(name, str):
-            entry = self._plugins.get(name) or self._plugin(name)
+            try:
+                entry = self._plugins.get(name) or self._plugin(name)
+            except ConfigError as e:
+                if not where:
+                    raise
+                raise ConfigError(f"{where}: {e}") from None
             if entry is not None:
                 return entry
-        raise KeyError(f"{self.family}: unknown name {name!r}; known: {sorted(self._entries)}, or a plug-in "
-                       f"'package.module:attribute', or an entry point of group {self.entry_point_group!r}")
+        head = f"{where}: unknown {self.family} {name!r}" if where else f"{self.family}: unknown name {name!r}"
+        raise UnknownName(f"{head}; known: {sorted(self._entries)}, or a plug-in "
+                          f"'package.module:attribute', or an entry point of group {self.entry_point_group!r}")
 
     def _plugin(self, name: str) -> Entry | None:
         """The plug-in ``name`` names (``module:attribute`` or an entry point), or ``None``."""
@@ -196,8 +219,10 @@ class Registry(Mapping[str, Entry]):
 
     # -- building --------------------------------------------------------------------------------
     def config(self, name: str, data: Any = None, *, where: str = "") -> Any:
-        """The entry's config: defaults (``None``), a mapping read strictly, or a config instance."""
-        entry = self[name]
+        """The entry's config: defaults (``None``), a mapping read strictly, or a config instance.
+        ``where``: the params key of the config (``approx.methods.gd_adam``), named by every error,
+        an unknown ``name`` included."""
+        entry = self.entry(name, where)
         where = where or f"{self.family}.{name}"
         if data is None or isinstance(data, Mapping):
             return from_dict(entry.config, dict(data or {}), where=where)

@@ -14,7 +14,9 @@ base.scale=...``), printing the command first; ``study`` is :func:`flows.study.r
 comments, order and layout of the file stay as they are; the file is replaced atomically);
 ``predict`` loads a model folder or a registered MLflow model (``models:/name/version``,
 ``models:/name@alias``) and tags a file with :mod:`components.inference.predict`; ``ui`` and
-``dashboard`` start the same servers as ``make ui`` and ``make dashboard``.
+``dashboard`` start the same servers as ``make ui`` and ``make dashboard``. Neither server has any
+authentication: a ``--host`` other than a loopback address prints a warning on stderr
+(:func:`warn_if_exposed`, which ``make ui`` / ``make dashboard`` run too).
 
 Bad input (an unknown stage, a malformed input line, a missing model) is one line on stderr,
 ``approxinfer <command>: error: ...``, and exit status 2; ``--debug`` shows the traceback instead.
@@ -22,6 +24,7 @@ Bad input (an unknown stage, a malformed input line, a missing model) is one lin
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import re
@@ -433,6 +436,66 @@ def cmd_predict(args: argparse.Namespace, out: Callable[[str], None], err: Calla
 # ui / dashboard
 # --------------------------------------------------------------------------------------------
 
+#: what each server lets a visitor do, for the exposure warning
+SERVERS = {
+    "ui": ("the MLflow UI (mlflow server)", "read, change and delete every run, experiment, model and artifact"),
+    "dashboard": ("optuna-dashboard", "read the studies and change or delete them and their trials"),
+}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (127.0.0.0/8, ::1, ``localhost``), so that a server
+    bound to it is reachable from this machine only. Anything else is exposed: ``0.0.0.0`` and
+    ``::`` (every interface), a LAN or public address, any other host name."""
+    h = host.strip()
+    if h.lower() in ("localhost", "localhost."):
+        return True
+    if h.startswith("[") and h.endswith("]"):
+        h = h[1:-1]
+    try:
+        ip = ipaddress.ip_address(h.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)                # ::ffff:127.0.0.1
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def exposure_warning(host: str, port: int | str, server: str = "ui") -> str | None:
+    """The warning for serving ``server`` (``ui`` or ``dashboard``) on ``host:port``, or None on a
+    loopback address. Neither server has any authentication."""
+    if is_loopback(host):
+        return None
+    name, power = SERVERS[server]
+    where = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+    every = " (every network interface of this machine)" if host.strip() in ("0.0.0.0", "::", "[::]", "") else ""
+    secure = ("or, for a shared MLflow server, run infra/mlflow-server.sh with MLflow's basic-auth app "
+              "behind TLS" if server == "ui" else
+              "or put a reverse proxy with authentication and TLS in front of it")
+    return (f"WARNING: {name} will listen on {where}{every}, which is not a loopback address, and it has "
+            f"NO AUTHENTICATION: anyone who can reach {where} can {power}. Bind 127.0.0.1 (the default) and "
+            f"open it through an SSH tunnel (ssh -N -L {port}:127.0.0.1:{port} USER@THIS_MACHINE, then "
+            f"http://127.0.0.1:{port}), {secure}: infra/README.md.")
+
+
+def warn_if_exposed(host: str, port: int | str, server: str = "ui",
+                    err: Callable[[str], None] | None = None) -> bool:
+    """Print :func:`exposure_warning` to ``err`` (stderr) when there is one -> whether it warned."""
+    msg = exposure_warning(host, port, server)
+    if msg:
+        (err or (lambda s: print(s, file=sys.stderr, flush=True)))(msg)
+    return msg is not None
+
+
+def check_exposure(argv: Sequence[str] | None = None) -> int:
+    """``python -c 'import flows.cli as c; c.check_exposure()' ui|dashboard HOST PORT`` (``make ui`` and
+    ``make dashboard``): the exposure warning on stderr; always exit status 0 (a warning, not a refusal)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if len(words) != 3 or words[0] not in SERVERS:
+        raise SystemExit(f"flows.cli.check_exposure: expected ui|dashboard HOST PORT, got {words}")
+    warn_if_exposed(words[1], words[2], words[0])
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
     from components.tracking import mlflow_tracker
     root = Path(args.root).resolve()
@@ -444,6 +507,7 @@ def cmd_ui(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[
         out('If a page shows the GenAI menu (Overview, Traces, ...), click "Model training" at the top left once.')
     cmd = [_tool("mlflow"), "server", "--host", args.host, "--port", str(args.port), "--workers", "1",
            "--backend-store-uri", store]
+    warn_if_exposed(args.host, args.port, "ui", err)
     return _exec(cmd, root, dry_run=args.dry_run, env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, err=err)
 
 
@@ -454,6 +518,7 @@ def cmd_dashboard(args: argparse.Namespace, out: Callable[[str], None], err: Cal
     if not args.dry_run:
         open_study_storage(url)                # the schema is created under its lock first (as `make dashboard`)
     cmd = [_tool("optuna-dashboard"), url, "--host", args.host, "--port", str(args.port)]
+    warn_if_exposed(args.host, args.port, "dashboard", err)
     return _exec(cmd, root, dry_run=args.dry_run, err=err)
 
 
@@ -620,7 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the store (as `make ui`). Stop it with Ctrl-C."),
                        epilog="examples:\n  approxinfer ui\n  approxinfer ui --port 5001 --store postgresql://u@db/mlflow")
     p.add_argument("--store", default=None, help="backend store URI (default: sqlite:///<root>/mlflow.db)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1; the UI has no "
+                                                       "authentication, another address prints a warning)")
     p.add_argument("--port", type=int, default=5000, help="port to listen on (default: 5000)")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     p.set_defaults(func=cmd_ui)
@@ -630,7 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description=_wrap("Start optuna-dashboard on the project's Optuna storage ($APPROXINFER_OPTUNA_STORAGE "
                                    "if set, else optuna.db beside mlflow.db), as `make dashboard`. Stop it with Ctrl-C."),
                        epilog="examples:\n  approxinfer dashboard\n  approxinfer dashboard --port 8081")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1; the dashboard has "
+                                                       "no authentication, another address prints a warning)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     p.set_defaults(func=cmd_dashboard)

@@ -14,7 +14,8 @@ Ray Tune's per-stage results folder that lets an interrupted stage resume.
   gets SIGTERM instead of running on as an orphan nobody tracks.
 - :func:`ray_storage` — ``.ray_results/<name>/``: a sweep's trial folders live there until the stage
   succeeds (then it is removed); an interrupted or failed stage leaves it for the re-run to resume.
-  :func:`clean_runs` (``make clean-runs``) removes the folders of stages that are not running.
+  :func:`clean_runs` (``make clean-runs``) removes the folders of stages that are not running, and
+  ends the MLflow runs and Optuna trials killed stages left RUNNING (``flows.reaper``).
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class StageBusy(RuntimeError):
     """Another process is running the same stage."""
 
 
-_state: dict[str, object] = {"signal": None, "tune": False}
+_state: dict[str, object] = {"signal": None, "tune": False, "installed": False}
 
 
 def interrupted() -> int | None:
@@ -79,14 +80,28 @@ def install_signal_handlers() -> None:
     """SIGINT / SIGTERM -> abort the stage (see the module docstring). Main thread only."""
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"     # SIGINT is ours; we forward it to Tune ourselves
     _state["signal"] = None
+    _state["installed"] = True
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+
+
+def reinstall_signal_handlers() -> None:
+    """Put the stage's handlers back after a library replaced them: ``ray.init`` sets its own SIGTERM
+    handler (``sys.exit``), which would abort a sweep instead of stopping it (runs FAILED, Optuna
+    trials left RUNNING). Nothing if this process never installed them (a test, a notebook) or
+    from another thread."""
+    if not _state["installed"] or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not _on_signal:
+            signal.signal(signum, _on_signal)
 
 
 @contextlib.contextmanager
 def tune_running() -> Iterator[None]:
     """Around ``Tuner.fit()``: a first signal stops Tune gracefully; when ``fit`` returns after a
     signal, :class:`StageInterrupted` is raised so no half-finished sweep is used."""
+    reinstall_signal_handlers()         # Ray, started since, may have replaced them
     _state["tune"] = True
     try:
         yield
@@ -220,6 +235,11 @@ def main(argv: list[str] | None = None) -> None:
     removed = clean_runs(args.root)
     print(f"removed {len(removed)} abandoned run folder(s) under {Path(args.root) / RAY_DIR}"
           + "".join(f"\n  {p}" for p in removed))
+    from components.tracking.base import default_tracking_uri
+    from flows.reaper import close_orphans
+    from flows.study_storage import study_storage_url
+    runs, trials = close_orphans(default_tracking_uri(args.root), study_storage_url(args.root))
+    print(f"ended {len(runs)} MLflow run(s) and {len(trials)} Optuna trial(s) left RUNNING by killed stages")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ def init_ray(num_cpus: int | None = None) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
                  configure_logging=True, logging_level="WARNING", runtime_env=env)
+    from flows.lifecycle import reinstall_signal_handlers
+    reinstall_signal_handlers()      # ray.init replaced the stage's SIGTERM handler by its sys.exit
 
 
 def quiet_worker() -> None:

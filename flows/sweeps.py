@@ -8,8 +8,12 @@ trials are retried from their last checkpoint (``FailureConfig``), and the best 
 is copied to a DVC-tracked folder by the caller (:func:`flows.ray_runtime.copy_checkpoint`).
 
 A sweep is used only when every trial finished with its final report: an interrupted sweep
-raises ``StageInterrupted`` (``flows.lifecycle``), one with unfinished or failed trials raises
-naming them. Its experiment folder is kept with a fingerprint of the sweep's settings; running the
+raises ``StageInterrupted`` (``flows.lifecycle``; its Optuna trials still RUNNING are marked FAIL
+first, and a resumed trial's outcome is recorded as a new trial of the study), one with unfinished
+or crashed trials raises naming them. A trial that ran and judged its own model (``allow_errors``:
+e.g. ``DidNotLearn``, raised by the did-not-learn guard) is a result the caller reports; any other
+error — an exception, a worker killed, a node lost — is a crash, retried from the trial's last
+checkpoint up to ``max_failures`` times and then fatal to the sweep. Its experiment folder is kept with a fingerprint of the sweep's settings; running the
 same sweep again resumes it (``Tuner.restore``: finished trials are kept, unfinished and failed ones
 continue from their last checkpoint), while a folder left by other settings is removed. Where the
 experiment lives: :mod:`flows.tune_storage` (the stage's local folder, or ``APPROXINFER_TUNE_STORAGE``).
@@ -28,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -35,11 +40,12 @@ from typing import Any, Callable, Literal
 from components.config import ConfigError, ResourcesConfig, check_range
 from components.tracking import Tracker
 from flows import progress
-from flows.lifecycle import RAY_DIR, tune_running
+from flows.lifecycle import RAY_DIR, StageInterrupted, tune_running
 from flows.ray_runtime import init_ray, trial_lines, trial_resources
+from flows.reaper import driver_id
 from flows.search_space import build_space
-from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, open_study_storage, run_study,
-                                 set_trial_attr, study_name, study_searcher, study_storage_url, trial_number)
+from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, fail_running_trials, open_study_storage,
+                                 run_study, set_trial_attr, study_name, study_searcher, study_storage_url, trial_number)
 from flows.tune_storage import LocalTuneStorage, tune_storage
 
 log = logging.getLogger(__name__)
@@ -95,6 +101,23 @@ def _reason(trial: Any) -> str:
     return f": {lines[-1]}" if lines else ""
 
 
+def _allowed(trial: Any, error: Any, allowed: tuple[type[BaseException], ...]) -> bool:
+    """Whether an errored trial raised one of ``allowed`` (a result, not a crash): its exception (Ray's
+    ``RayTaskError`` is also an instance of the cause's class), or — for a trial restored from an
+    earlier run, whose exception is only text — the class's name in its error."""
+    if not allowed:
+        return False
+    if error is not None and isinstance(error, allowed):
+        return True
+    path = getattr(trial, "error_file", None)
+    try:
+        text = Path(path).read_text() if path else ""
+    except OSError:
+        text = ""
+    text += repr(error) if error is not None else ""
+    return any(re.search(rf"\b{re.escape(cls.__name__)}\b", text) for cls in allowed)
+
+
 def _resumable(store: LocalTuneStorage, fingerprint: str, name: str) -> bool:
     """Whether ``store`` holds an interrupted run of the same sweep (experiment ``name``) that Tune can
     restore; an experiment left by other settings (or one that cannot be restored) is removed."""
@@ -131,7 +154,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
               storage: Path, tags: dict[str, str] | None = None,
               grid: list[dict[str, Any]] | None = None,
               trial_tags: Callable[[dict[str, Any]], dict[str, str]] | None = None,
-              allow_errors: bool = False, reuse_actors: bool = True) -> SweepResult:
+              allow_errors: tuple[type[BaseException], ...] = (), reuse_actors: bool = True) -> SweepResult:
     """Run ``trainable`` (a Tune function trainable taking the dotted-key config) over the space.
 
     ``grid``: instead of the params space, one trial per element (a dict, seen by the trial as
@@ -147,8 +170,10 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     tracker's innermost open run — the sweep's parent run, inside which every caller runs its
     sweep — is tagged with it.
     Every trial must finish (``StageInterrupted`` after a signal; ``RuntimeError`` naming the trials
-    otherwise), except that with ``allow_errors`` trials that raised are returned with their error
-    for the caller to report.
+    and their errors otherwise), except that trials that raised one of ``allow_errors`` (a model that
+    did not learn: the trial ran, and judged it) are returned with their error for the caller to
+    report. A crash — any other exception, a worker killed — fails the sweep once Tune's retries
+    (``max_failures``, each from the trial's last checkpoint) are spent.
     """
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
@@ -176,7 +201,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     if study is not None:
         # fresh: a study of its own, so no trial of an earlier run steers the seeded sampler, and
         # the earlier runs' studies stay (flows.study_storage.run_study)
-        study = run_study(study_storage, study, resume)
+        study = run_study(study_storage, study, resume, driver=driver_id(), mode=cfg.mode)
         try:
             tracker.set_tags({STUDY_TAG: study})     # the innermost open run: the sweep's parent run
         except RuntimeError:                         # no run open: no parent run to tag
@@ -242,13 +267,25 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
             verbose=1 if progress.interactive() else 0,    # a log gets one line per trial (_TrialLines)
             failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
-    with tune_running():             # a signal during fit stops Tune, then raises StageInterrupted here
-        grid = tuner.fit()
+    try:
+        with tune_running():         # a signal during fit stops Tune, then raises StageInterrupted here
+            grid = tuner.fit()
+    except StageInterrupted:
+        if study is not None:        # Tune stopped them: no trial of the study may stay RUNNING
+            n = fail_running_trials(study_storage, study)
+            if n:
+                log.warning("sweep %s: marked %d RUNNING trial(s) of study %s FAIL; re-running the stage resumes "
+                            "them and records their outcome as new trials", name, n, study)
+        raise
     store.localize(name)             # a remote experiment's files, copied to storage/name for the callers
-    unfinished = [t for t in _unfinished(grid) if not (allow_errors and t.status == "ERROR")]
+    errors = {r.path: r.error for r in grid}
+    unfinished = [t for t in _unfinished(grid)
+                  if not (t.status == "ERROR" and _allowed(t, errors.get(t.path), allow_errors))]
     if unfinished:
-        raise RuntimeError(f"sweep {name}: {len(unfinished)} of {len(grid)} trial(s) did not finish: "
-                           + "; ".join(f"{t.trial_id} ({t.status}) {t.config}{_reason(t)}" for t in unfinished))
+        retries = f" (after {cfg.max_failures} retr{'y' if cfg.max_failures == 1 else 'ies'} from its checkpoint)"
+        raise RuntimeError(f"sweep {name}: {len(unfinished)} of {len(grid)} trial(s) did not finish"
+                           + (retries if cfg.max_failures and any(t.status == "ERROR" for t in unfinished) else "")
+                           + ": " + "; ".join(f"{t.trial_id} ({t.status}) {t.config}{_reason(t)}" for t in unfinished))
     trials = []
     for r in grid:
         trials.append({"config": dict(r.config or {}), "metrics": dict(r.metrics or {}),

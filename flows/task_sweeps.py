@@ -31,20 +31,23 @@ import contextlib
 import importlib
 import json
 import math
+import random
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from components.config import BaseConfig, ConfigError, check_range, load_section, resolve_device, set_dotted
 from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
+from components.metrics.run_facts import results_only
 from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
 from components.seeds import seed_for
-from components.training.guard import check_learned
+from components.training.guard import DidNotLearn, check_learned
 from components.training.loop import FitState, TrainConfig, fit
 from flows.ray_runtime import copy_checkpoint, epoch_bar
 from flows.search_space import check_metric, check_sweep_space, first_suggestion
@@ -123,7 +126,10 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     cfg = load_section(spec.config, spec.section, params)
     # no variant in these names: every variant of a task starts from the same weights and sees the
     # same batches (common random numbers; module doc)
-    torch.manual_seed(seed_for(base.seed, spec.section, task_name, "torch"))
+    seed = seed_for(base.seed, spec.section, task_name, "torch")
+    # every global generator, also those this training does not draw from: a checkpoint saves their
+    # state (components.training.loop.rng_state), which must not depend on the process
+    torch.manual_seed(seed), random.seed(seed), np.random.seed(seed)
     device = resolve_device(base.device)
     task = load_tagging_task(root / base.prepared_dir / task_name, max_train_sentences=cfg.train_cap(task_name),
                              seed=seed_for(base.seed, "data", task_name, "train_subsample"))
@@ -192,7 +198,7 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
                                       on_task=lambda tk: meta.update(recipe=spec.recipe(cfg, variant, tk)),
                                       on_initial=lambda score: meta.update(initial_dev_score=score))
     with tempfile.TemporaryDirectory() as d:       # the checkpoint, not the trial folder (reused actors)
-        _save_checkpoint(Path(d), state, {**meta, "test": test})
+        _save_checkpoint(Path(d), state, {**meta, "test": results_only(test)})   # its timings: tune.report only
         fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
         fig.savefig(Path(d) / "learning_curve.png")
         close(fig)
@@ -322,7 +328,7 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
         res = run_sweep(trainable, name=f"{stage}-{'+'.join(cfg.tasks)}", cfg=cfg.sweep, params=params,
                         seed=seed_for(ctx.base.seed, stage, "grid"), tracker=ctx.tracker, parent_run_id=ctx.run_id,
                         storage=ctx.ray_storage, tags={"stage": stage}, grid=grid, trial_tags=trial_tags,
-                        allow_errors=True)       # a trial that did not learn fails; _element_result judges
+                        allow_errors=(DidNotLearn,))    # a trial that did not learn fails; _element_result judges
         by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
         for t in res.trials:
             run = t["config"]["run"]
@@ -367,7 +373,7 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
                                      seed=searcher_seed(ctx.base.seed, ctx.stage, task), tracker=ctx.tracker,
                                      parent_run_id=parent,
                                      storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage},
-                                     allow_errors=True)     # failed trials (did not learn) are recorded
+                                     allow_errors=(DidNotLearn,))    # trials that did not learn are recorded
             results[key] = _element_result(sweep_name(ctx.stage, task, variant), cfg.sweep, results[key].trials)
         for (task, variant), parent in reversed(list(zip(runs, opened))):
             key = _names(task, variant)[1]

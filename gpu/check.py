@@ -598,7 +598,7 @@ def _train_translator(plan: Plan, dev: str) -> dict[str, Any]:
     rec = st.history[0]
     out = {"model": f"AttentionTranslator({mcfg})", "optimiser": f"{optim}", "objective": f"SeqCE({tcfg.objective})",
            "pairs": len(train), "target_tokens": train.n_target_tokens, "batch_size": optim.batch_size,
-           "epoch_train_s": rec["train_seconds"], "train_loss": rec["train_loss"], "dev_loss": -rec["dev_score"],
+           "epoch_train_s": st.seconds[0], "train_loss": rec["train_loss"], "dev_loss": -rec["dev_score"],
            "dev": "teacher-forced loss on random dev pairs (BLEU needs a vocabulary)", **clock.summary()}
     out["pairs_per_s"] = out["pairs"] / out["epoch_train_s"]
     out["target_tokens_per_s"] = out["target_tokens"] / out["epoch_train_s"]
@@ -620,7 +620,7 @@ def _train_cmlm(plan: Plan, dev: str) -> dict[str, Any]:
     rec = res.history[0]
     out = {"model": f"ConditionalMLM({mcfg})", "config": f"{cfg}", "pairs": len(train),
            "target_tokens": int(sum(len(t) - 1 for t in train.tgt_ids)), "batch_size": cfg.batch_size,
-           "epoch_train_s": rec["train_seconds"], "train_loss": rec["train_loss"],
+           "epoch_train_s": res.seconds[0], "train_loss": rec["train_loss"],
            "dev_token_loss": rec.get("dev_token_loss"), "dev_unigram_loss": rec.get("dev_unigram_loss"),
            **clock.summary()}
     out["pairs_per_s"] = out["pairs"] / out["epoch_train_s"]

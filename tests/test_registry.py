@@ -99,3 +99,41 @@ def test_build_with_passes_each_entry_only_its_own_settings():
     soft = INFERENCE.build_with("soft_beam", settings)
     assert (soft.cfg.k, soft.cfg.alpha) == (4, 7.0)
     INFERENCE.build_with("greedy", settings)            # takes neither
+
+
+# --------------------------------------------------------------------------------------------
+# unknown names: a ConfigError naming the params key (issue 30, item 7)
+# --------------------------------------------------------------------------------------------
+
+def test_an_unknown_name_is_a_config_error_naming_where_and_the_known_names():
+    from components.registry import UnknownName
+
+    r = Registry("thing")
+    r.register("x", _Cfg, lambda cfg: cfg.a)
+    with pytest.raises(ConfigError) as e:
+        r.config("nosuch", {}, where="sec.methods.nosuch")
+    assert isinstance(e.value, KeyError) and isinstance(e.value, UnknownName)
+    msg = str(e.value)
+    assert msg.startswith("sec.methods.nosuch: unknown thing 'nosuch'; known: ['x']"), msg
+    with pytest.raises(ConfigError, match=r"^sec.m: unknown thing 'nosuch'; known: \['x'\]"):
+        r.entry("nosuch", "sec.m")
+    with pytest.raises(ConfigError, match=r"^thing: unknown name 'nosuch'"):      # no key given: the family
+        r.build("nosuch")
+    assert "nosuch" not in r and r.get("nosuch") is None                        # still a KeyError for Mapping
+
+
+def test_a_plugin_that_fails_to_import_names_where_and_the_import_error(tmp_path, monkeypatch):
+    import sys
+    (tmp_path / "broken_plugin_mod.py").write_text("def make(cfg):\n    return (\n")        # a SyntaxError
+    (tmp_path / "needy_plugin_mod.py").write_text("import no_such_dependency_xyz\ndef make(cfg):\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for m in ("broken_plugin_mod", "needy_plugin_mod"):
+        sys.modules.pop(m, None)
+    r = Registry("thing")
+    with pytest.raises(ConfigError, match=r"^sec.m: thing 'broken_plugin_mod:make': cannot import module "
+                                          r"'broken_plugin_mod' \(SyntaxError: "):
+        r.config("broken_plugin_mod:make", {}, where="sec.m")
+    with pytest.raises(ConfigError, match=r"^sec.m: .*cannot import module 'needy_plugin_mod' .*no_such_depend"):
+        r.config("needy_plugin_mod:make", {}, where="sec.m")
+    with pytest.raises(ConfigError, match=r"^sec.m: .*cannot import module 'no_such_plugin_mod_xyz'"):
+        r.config("no_such_plugin_mod_xyz:make", {}, where="sec.m")

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from components.config import ConfigError
+from components.config import ConfigError, check_range
 from components.data import splits, store
 from components.data.fetch import CHECKSUMS_PATH, FetchError
-from components.data.readers import READERS, TaggedReader, bio_to_bioes
-from components.data.types import TaggedSentence
+from components.data.readers import READERS, SentenceTooLong, TaggedReader, bio_to_bioes
+from components.data.types import FormatError, TaggedSentence
 
 #: Task keys that are options of the format's reader (set only for readers whose config has them).
 TASK_READER_KEYS = ("tag_field", "feature_columns")
@@ -71,6 +71,19 @@ class PrepareConfig:
     snakes: bool = True
     cmudict: bool = True
     parallel: bool = True
+    # the longest sentence a tagging task may hold, in tokens: a longer one (a missing blank line
+    # between sentences, a whole document on one line) is an error at its file:line, since one
+    # 100,000-token sentence grew a one-epoch training to 8.7 GB. The longest sentence of the corpora
+    # read here has 220 tokens (OANC; WSJ 104, Turkish UD 88, SBLGNT 58, WNUT-16 39): 512, more than
+    # twice that, leaves room for the long sentences of other treebanks
+    max_sentence_tokens: int = 512
+    # a dev or test split whose share of words the vocabulary does not know is above this is logged
+    # as a warning and counted in the stage's metric unknown_rate_warnings (a wrong column, another
+    # language, a test file swapped in): our corpora's highest is 0.16 (Turkish UD test)
+    max_unknown_rate: float = 0.5
+
+    def __post_init__(self):
+        check_range(self, positive=("max_sentence_tokens",), within={"max_unknown_rate": "[0, 1]"})
 
 
 def _fields(cls: type) -> set[str]:
@@ -144,19 +157,33 @@ def check_prepare_config(pcfg: PrepareConfig) -> dict[str, tuple[str, ...]]:
     return {task: check_task(task, cfg) for task, cfg in pcfg.tasks.items()}
 
 
-def task_reader(task: str, cfg: TaggingTaskConfig) -> TaggedReader:
+def task_reader(task: str, cfg: TaggingTaskConfig, max_tokens: int = 0) -> TaggedReader:
     """``read(path) -> sentences`` for the task: its format's reader, then BIO -> BIOES if asked
-    and the reader does not convert itself."""
+    and the reader does not convert itself. ``max_tokens`` > 0: a longer sentence is a
+    :class:`FormatError` at its first line naming ``prepare.max_sentence_tokens`` (a plug-in reader,
+    which knows no lines, names the sentence)."""
     rcfg = reader_config(task, cfg)
     read = READERS.build(cfg.format, rcfg)
+    own = cfg.format in READERS.names()          # the project's readers take max_tokens themselves
     convert = cfg.scheme == "bioes" and not hasattr(rcfg, "scheme")
+
+    def too_long(n: int) -> str:
+        return (f"prepare.tasks.{task}: the sentence has {n:,} tokens, more than prepare.max_sentence_tokens "
+                f"({max_tokens}); split it (a blank line or line end missing?) or, if it is meant to be one "
+                f"sentence, raise the cap: dvc exp run -S prepare.max_sentence_tokens={n}")
 
     def read_task_file(path: str | Path) -> list[TaggedSentence]:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"{path}: corpus file not found (a default corpus: run `dvc repro fetch`; "
                                     f"a user corpus: check its path in params.yaml)")
-        sents = read(path)
+        try:
+            sents = read(path, max_tokens=max_tokens) if own and max_tokens else read(path)
+        except SentenceTooLong as e:                 # at the sentence's first line
+            raise FormatError(e.path, e.line, too_long(e.n_tokens)) from None
+        for s in sents if max_tokens else ():        # a plug-in reader's sentences: named by their id
+            if len(s.words) > max_tokens:
+                raise FormatError(path, None, f"sentence {s.sid!r}: {too_long(len(s.words))}")
         if convert:
             sents = [dataclasses.replace(s, tags=tuple(bio_to_bioes(s.tags))) for s in sents]
         return sents
@@ -168,7 +195,7 @@ def read_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, resolve: C
               seed: int) -> dict[str, list[TaggedSentence]]:
     """The task's ``{"train", "dev", "test"}`` sentences; ``resolve`` maps a params path to a file."""
     check_task(task, cfg)
-    read = task_reader(task, cfg)
+    read = task_reader(task, cfg, pcfg.max_sentence_tokens)
     if cfg.split == "given":
         return {k: read(resolve(getattr(cfg, k))) for k in splits.SPLITS}
     sents = [s for p in cfg.paths for s in read(resolve(p))]

@@ -13,11 +13,15 @@ The tagging-corpus formats are registered by name in :data:`READERS` (``conll``,
 
 Text files are read as UTF-8 (a leading byte-order mark is ignored); lines are split on ``\\n``
 only, and a ``\\r`` before it (Windows line ends, as in the SBLGNT file) is removed. Every text
-reader rejects, at its ``file:line``: a NUL byte (a binary, UTF-16 or corrupted file), and a
+reader rejects, at its ``file:line``: a NUL byte (a binary, UTF-16 or corrupted file), a
 *stray* ``\\r``, one that is not part of a ``\\r\\n`` line end (CR-only line ends would otherwise
-run lines together). A line is *blank* when it holds nothing but ASCII spaces and TABs; the WNUT-16
-file, for one, separates its tweets with lines that hold a single TAB. A line of other whitespace
-(a no-break space U+00A0, a form feed, ...) is not blank: it is read as data, and is an error.
+run lines together), and an invisible format character (Unicode category Cf: a byte-order mark
+U+FEFF after the first character, as concatenated files leave, a zero-width space U+200B, joiners
+U+200C/U+200D, a word joiner U+2060, a soft hyphen, direction marks): it would be an invisible part
+of a word or tag, so that two tokens that print alike differ. A line is *blank* when it holds
+nothing but ASCII spaces and TABs; the WNUT-16 file, for one, separates its tweets with lines that
+hold a single TAB. A line of other whitespace (a no-break space U+00A0, a form feed, ...) is not
+blank: it is read as data, and is an error.
 
 Columns and tokens are split on ASCII spaces and TABs only; Python's ``str.split()`` would also
 split on U+00A0 and the other Unicode spaces. In the formats whose separators are spaces (CoNLL
@@ -197,6 +201,15 @@ def _read_lines(path: str | Path) -> list[Line]:
         n, k = _position(text, i)
         raise FormatError(path, n, f"NUL byte at character {k} ({text.count(chr(0))} in the file); expected "
                                    "UTF-8 text without NULs (a binary, UTF-16 or corrupted file?)")
+    if not text.isascii() and (bad := [c for c in set(text) if unicodedata.category(c) == "Cf"]):
+        i = min(text.find(c) for c in bad)
+        n, k = _position(text, i)
+        count = sum(text.count(c) for c in bad)
+        bom = (" (a byte-order mark inside a file: files concatenated with their BOMs?)"
+               if text[i] == "\ufeff" else "")
+        raise FormatError(path, n, f"{_char_name(text[i])} at character {k}, an invisible format character "
+                                   f"(Unicode category Cf){bom}; {count} in the file. It would be an invisible part "
+                                   "of a word or tag; expected text without them (remove them from the file)")
     if text.count("\r") != text.count("\r\n"):
         i = _STRAY_CR.search(text).start()  # type: ignore[union-attr]
         n, k = _position(text, i)
@@ -244,6 +257,20 @@ def _check_tags_differ(path: str | Path, sentences: Sequence[TaggedSentence], li
         raise FormatError(path, line, f"the {tag_what} equals the {word_what} on every token ({n} tokens in "
                                       f"{len(sentences)} sentence(s), from this line on); expected tags that "
                                       "differ from the words (wrong column, or a file without a tag column?)")
+
+
+class SentenceTooLong(FormatError):
+    """A sentence of more than a reader's ``max_tokens`` tokens, at its first line."""
+
+    def __init__(self, path: str | Path, line: int, n_tokens: int, max_tokens: int):
+        super().__init__(path, line, f"a sentence of {n_tokens:,} tokens starts here; expected at most {max_tokens}")
+        self.n_tokens, self.max_tokens = n_tokens, max_tokens
+
+
+def _check_length(path: str | Path, line: int, n_tokens: int, max_tokens: int) -> None:
+    """``max_tokens`` > 0 caps the tokens of a sentence (one a training batch would have to hold)."""
+    if 0 < max_tokens < n_tokens:
+        raise SentenceTooLong(path, line, n_tokens, max_tokens)
 
 
 def _nonblank_lines(path: str | Path) -> Iterator[Line]:
@@ -389,13 +416,15 @@ def read_conll(
     scheme: Literal["keep", "bioes"] = "keep",
     docstart: bool = True,
     feat_cols: Mapping[str, int] | None = None,
+    max_tokens: int = 0,
 ) -> list[TaggedSentence]:
     """Sentences of a CoNLL column file (CoNLL-2003, CoNLL-2000, WNUT-16 layouts; see the module doc).
 
     ``sid`` is ``<file name>:<line of the first token>``. With ``docstart=True`` a line whose first
     column is ``-DOCSTART-`` is a document marker: it ends any sentence before it and is skipped.
     ``scheme="bioes"`` converts the tags with :func:`bio_to_bioes` (a bad tag is a FormatError at
-    its line); ``"keep"`` returns them as they are.
+    its line); ``"keep"`` returns them as they are. ``max_tokens`` > 0: a longer sentence is a
+    :class:`SentenceTooLong` at its first line (as in every tagging reader).
     """
     if scheme not in ("keep", "bioes"):
         raise ValueError(f"scheme must be 'keep' or 'bioes', not {scheme!r}")
@@ -407,6 +436,7 @@ def read_conll(
     def emit(rows: list[tuple[int, list[str]]]) -> None:
         if not rows:
             return
+        _check_length(path, rows[0][0], len(rows), max_tokens)
         tags = [r[1][tag_col] for r in rows]
         if scheme == "bioes":
             try:
@@ -458,7 +488,8 @@ _CONLLU_RANGE_ID = re.compile(r"([1-9][0-9]*)-([1-9][0-9]*)")
 _CONLLU_EMPTY_ID = re.compile(r"(0|[1-9][0-9]*)\.[1-9][0-9]*")
 
 
-def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos") -> list[TaggedSentence]:
+def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos",
+                max_tokens: int = 0) -> list[TaggedSentence]:
     """Sentences of a CoNLL-U file, tagged with UPOS or XPOS (see the module doc).
 
     ``sid`` is the ``# sent_id`` of the sentence, else ``<file name>:<line of its first line>``.
@@ -503,12 +534,13 @@ def read_conllu(path: str | Path, *, tag_field: Literal["upos", "xpos"] = "upos"
                 raise FormatError(path, n, f"ID {f[0]!r}; expected a word id (3), a range (3-4) or an empty node (3.1)")
         if not words:
             raise FormatError(path, block[-1][0], "sentence without words; expected word lines after the comments")
+        _check_length(path, block[0][0], len(words), max_tokens)
         sentences.append(TaggedSentence(tuple(words), tuple(tags), sid=sid))
     _check_tags_differ(path, sentences, first_word_line, f"{tag_field.upper()} field", "FORM field")
     return _nonempty(path, sentences, "sentence")
 
 
-def read_ark_twitter(path: str | Path) -> list[TaggedSentence]:
+def read_ark_twitter(path: str | Path, *, max_tokens: int = 0) -> list[TaggedSentence]:
     """Tweets of an ARK Twitter POS file: ``token<TAB>tag`` lines, a blank line between tweets.
 
     Tags must be in :data:`ARK_TAGS`; ``sid`` is ``<file name>:<line of the first token>``.
@@ -526,6 +558,7 @@ def read_ark_twitter(path: str | Path) -> list[TaggedSentence]:
                 raise FormatError(path, n, f"tag {f[1]!r} is not an ARK Twitter tag; expected one of {' '.join(ARK_TAGS)}")
             words.append(f[0])
             tags.append(f[1])
+        _check_length(path, block[0][0], len(words), max_tokens)
         tweets.append(TaggedSentence(tuple(words), tuple(tags), sid=_sid(path, block[0][0])))
     _check_tags_differ(path, tweets, first_line, "tag column", "token column")
     return _nonempty(path, tweets, "tweet")
@@ -535,7 +568,7 @@ def read_ark_twitter(path: str | Path) -> list[TaggedSentence]:
 # One sentence a line: word/TAG, CCGbank
 # --------------------------------------------------------------------------------------------
 
-def read_word_tag(path: str | Path, *, sep: str = "/") -> list[TaggedSentence]:
+def read_word_tag(path: str | Path, *, sep: str = "/", max_tokens: int = 0) -> list[TaggedSentence]:
     """Sentences of a ``word/TAG word/TAG ...`` file, one a line (see the module doc).
 
     ``sid`` is ``<file name>:<line>``. With ``sep="/"``, ``\\/`` in a word stands for ``/``.
@@ -558,13 +591,14 @@ def read_word_tag(path: str | Path, *, sep: str = "/") -> list[TaggedSentence]:
     for n, s in _nonblank_lines(path):
         _check_spaces(path, n, s, f"word{sep}TAG tokens")
         toks = _tokens(path, n, s, split)
+        _check_length(path, n, len(toks), max_tokens)
         sentences.append(TaggedSentence(tuple(w for w, _ in toks), tuple(t for _, t in toks), sid=_sid(path, n)))
         first_line = first_line or n
     _check_tags_differ(path, sentences, first_line, f"TAG after {sep!r}", "word before it")
     return _nonempty(path, sentences, "sentence")
 
 
-def read_ccg(path: str | Path) -> list[TaggedSentence]:
+def read_ccg(path: str | Path, *, max_tokens: int = 0) -> list[TaggedSentence]:
     """Sentences of a CCGbank-style ``word|POS|supertag`` file, one a line; tags are supertags,
     ``feats["pos"]`` the POS tags, ``sid`` ``<file name>:<line>``."""
 
@@ -581,6 +615,7 @@ def read_ccg(path: str | Path) -> list[TaggedSentence]:
     for n, s in _nonblank_lines(path):
         _check_spaces(path, n, s, "word|POS|supertag tokens")
         toks = _tokens(path, n, s, split)
+        _check_length(path, n, len(toks), max_tokens)
         sentences.append(TaggedSentence(
             words=tuple(t[0] for t in toks),
             tags=tuple(t[2] for t in toks),
@@ -603,7 +638,8 @@ _VERSE_ID = re.compile(r"[0-9]{8}")
 _BSB_ID = re.compile(r"[0-9]{11}")
 
 
-def read_sblgnt(path: str | Path, *, tag_field: Literal["morph", "pos"] = "morph") -> list[TaggedSentence]:
+def read_sblgnt(path: str | Path, *, tag_field: Literal["morph", "pos"] = "morph",
+                max_tokens: int = 0) -> list[TaggedSentence]:
     """Verses of the SBLGNT TSV (see the module doc): words are the ``text`` column, tags the
     ``morph`` (about 1,066 tags) or ``pos`` (11) column, ``feats`` ``{"pos", "lemma"}``, ``sid``
     the 8-digit verse id."""
@@ -618,6 +654,7 @@ def read_sblgnt(path: str | Path, *, tag_field: Literal["morph", "pos"] = "morph
 
     def flush() -> None:
         if cur:
+            _check_length(path, seen[cur_id], len(cur), max_tokens)
             verses.append(TaggedSentence(
                 words=tuple(r[col["text"]] for r in cur),
                 tags=tuple(r[col[tag_field]] for r in cur),
@@ -938,7 +975,8 @@ def read_weizmann_horses(folder: str | Path, size: tuple[int, int] = (64, 64)) -
 # READERS: the tagging-corpus formats, by name
 # --------------------------------------------------------------------------------------------
 # Each entry's config holds the reader's options (its defaults are the ones used); ``make(cfg)``
-# returns ``read(path) -> list[TaggedSentence]``. ``meta["feats"]`` names the per-token feature
+# returns ``read(path, max_tokens=0) -> list[TaggedSentence]`` (``max_tokens`` > 0: a longer sentence is a
+# :class:`SentenceTooLong` at its first line). ``meta["feats"]`` names the per-token feature
 # columns the format carries by itself (``conll``: those named in ``feature_columns``). A config
 # with a ``scheme`` field converts BIO -> BIOES while reading (a bad tag is a FormatError at its
 # line); for the other formats the caller converts with :func:`bio_to_bioes`.
@@ -988,5 +1026,5 @@ READERS.register("ark_twitter", NoConfig, lambda cfg: read_ark_twitter,
 READERS.register("sblgnt", SblgntReaderConfig, lambda cfg: partial(read_sblgnt, tag_field=cfg.tag_field),
                  doc="SBLGNT TSV verses, tagged with morph or pos", feats=("pos", "lemma"))
 
-__all__ += ["READERS", "ConllReaderConfig", "ConlluReaderConfig", "SblgntReaderConfig", "TaggedReader",
-            "WordTagReaderConfig"]
+__all__ += ["READERS", "ConllReaderConfig", "ConlluReaderConfig", "SblgntReaderConfig", "SentenceTooLong",
+            "TaggedReader", "WordTagReaderConfig"]

@@ -25,7 +25,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -215,6 +215,25 @@ class MlflowTracker:
     # read side, for tests and reports
     def search_runs(self, filter_string: str = "") -> list[Any]:
         return self.client.search_runs([self.ensure_experiment()], filter_string=filter_string)
+
+
+def close_orphan_runs(tracking_uri: str, tag: str, alive: Callable[[str], bool], status: str = "KILLED") -> list[str]:
+    """End with ``status`` every RUNNING run, in every experiment of the store, whose tag ``tag`` (the
+    process that opened it) names a process that ``alive`` says is gone -> their ids. Runs without
+    the tag are left alone."""
+    with sqlite_lock(tracking_uri):
+        client = MlflowClient(tracking_uri=tracking_uri)
+        experiments = [e.experiment_id for e in client.search_experiments(max_results=50000)]
+    ids = []
+    if not experiments:
+        return ids
+    flt = f"attributes.status = 'RUNNING' and tags.`{tag}` != ''"
+    for run in client.search_runs(experiments, filter_string=flt, max_results=50000):
+        owner = run.data.tags.get(tag)
+        if owner and not alive(owner):
+            client.set_terminated(run.info.run_id, status=status)
+            ids.append(run.info.run_id)
+    return ids
 
 
 def ui_links(tracking_uri: str, server: str) -> list[tuple[str, str]]:

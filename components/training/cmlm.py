@@ -320,10 +320,13 @@ def evaluate_cmlm(model: Any, eval_set: CMLMEvalSet, unigram: Tensor, *,
 
 @dataclass
 class CMLMTrainResult:
-    history: list[dict[str, float]]    # one record per epoch: epoch, train_loss, train_seconds, lr, dev_*
+    # one record per epoch: epoch, train_loss, lr, dev_* — what it measured, not how long it took: the
+    # history is saved with the model (train.json), which must be the same for the same code and data
+    history: list[dict[str, float]]
     best_epoch: int
     best: dict[str, float]             # the dev metrics of the best epoch
     stats: dict[str, int]              # train_pairs, dev_pairs, dev_skipped_too_long, dev_skipped_disallowed, updates
+    seconds: list[float] = field(default_factory=list)   # each epoch's training wall time (also in on_epoch's record)
 
 
 def lr_factor(step: int, *, cfg: CMLMTrainConfig, total: int) -> float:
@@ -347,8 +350,9 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
     """Train a :class:`components.models.mlm.ConditionalMLM` in place on ``task.train`` with
     early stopping on ``task.dev`` (module doc); on return the model holds the best epoch's
     weights, in eval mode. ``seed``: the base of every random stream (module doc). ``on_epoch(record)``
-    after each epoch, ``on_batch(i, n, loss)`` after each update (1-based i). ``tgt_vocab`` (the
-    task's target vocabulary) is needed for ``cfg.curve_bleu_pairs``."""
+    after each epoch (the history's record plus the epoch's ``train_seconds``), ``on_batch(i, n, loss)``
+    after each update (1-based i). ``tgt_vocab`` (the task's target vocabulary) is needed for
+    ``cfg.curve_bleu_pairs``."""
     if not isinstance(cfg, CMLMTrainConfig):
         raise TypeError(f"train_cmlm: cfg must be a CMLMTrainConfig, got {type(cfg).__name__}")
     device = model.allowed.device
@@ -379,6 +383,7 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
     n_batches = -(-len(train) // cfg.batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(lr_factor, cfg=cfg, total=cfg.epochs * n_batches))
     history: list[dict[str, float]] = []
+    seconds: list[float] = []
     best_loss, best_epoch, best_state, best, bad = float("inf"), 0, None, {}, 0
     updates = 0
     devices = [device] if device.type == "cuda" else []
@@ -417,16 +422,17 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
                 model.eval()
                 metrics["bleu"] = float(decode_bleu(model, curve_dev, tgt_vocab, curve_decode,
                                                     batch_size=cfg.batch_size)["bleu"])
-            record = {"epoch": float(epoch), "train_loss": total / max(count, 1), "train_seconds": train_s,
+            record = {"epoch": float(epoch), "train_loss": total / max(count, 1),
                       "lr": float(opt.param_groups[0]["lr"]), **{f"dev_{k}": v for k, v in metrics.items()}}
             history.append(record)
+            seconds.append(train_s)
             if metrics[cfg.select_on] < best_loss - cfg.min_delta or best_state is None:
                 best_loss, best_epoch, best, bad = metrics[cfg.select_on], epoch, metrics, 0
                 best_state = copy.deepcopy(model.state_dict())
             else:
                 bad += 1
             if on_epoch:
-                on_epoch(record)
+                on_epoch({**record, "train_seconds": train_s})      # for Tune and MLflow
             if bad >= cfg.patience:
                 break
     model.load_state_dict(best_state)
@@ -434,7 +440,7 @@ def train_cmlm(model: Any, task: Any, cfg: CMLMTrainConfig = CMLMTrainConfig(), 
     if cfg.dev_ratios:           # the same masks and weights: the epoch's metrics, with the ratios added
         best = {**evaluate_cmlm(model, dev, unigram, length_weight=cfg.length_weight), **best}
     stats["updates"] = updates
-    return CMLMTrainResult(history, best_epoch, best, stats)
+    return CMLMTrainResult(history, best_epoch, best, stats, seconds)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,18 +5,34 @@
 through callbacks (``on_batch`` for a progress bar, ``on_epoch`` for logging and checkpoints), so a
 flow can attach tqdm, Ray Tune reporting or MLflow. It can resume from a saved state
 (``FitState``), which is how a failed Ray trial is retried from its last checkpoint.
+
+A ``FitState`` holds everything the next epoch depends on: the weights, the optimiser's and the
+scheduler's states, the early-stopping counters and every random number generator the training
+draws from (:func:`rng_state`: Python's ``random``, NumPy's global generator, torch's CPU generator
+and each CUDA device's), captured after the epoch's dev evaluation. A resumed fit restores them
+before its first epoch, so interrupt + resume (or a crash + Tune's retry) trains exactly as an
+uninterrupted run. The batch order needs no state: the caller seeds each epoch's shuffle by the
+epoch's number (``train_batches(epoch)``).
+
+An epoch's record (``history``) holds what it measured, not how long it took: its wall time goes to
+``on_epoch``'s record (``train_seconds``, for Tune and MLflow) and to ``FitState.seconds``, which a
+checkpoint does not save, so a saved state or history is the same on every machine and every run.
 """
 from __future__ import annotations
 
 import copy
 import math
+import random
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import torch
 
 from components.config import check_range
+
 
 
 @dataclass(frozen=True)
@@ -53,13 +69,68 @@ class FitState:
     best_model_state: dict[str, Any] | None = None
     optim_state: dict[str, Any] | None = None
     sched_state: dict[str, Any] | None = None
+    rng_state: dict[str, Any] | None = None      # rng_state() after the last epoch (None: not started)
+    # each epoch's training wall time, in this process only: not saved (to_dict), so a checkpoint's
+    # content depends on the code and data alone; a resumed fit lists the epochs it ran itself
+    seconds: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """What a checkpoint saves: everything but the timings, in a canonical form (:func:`canonical`)
+        so that the same state always pickles to the same bytes."""
+        return canonical({k: v for k, v in self.__dict__.items() if k != "seconds"})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FitState":
         return cls(**d)
+
+
+def canonical(x: Any) -> Any:
+    """``x`` with fresh containers and every string interned. Pickle (and so ``torch.save``) writes a
+    string once and refers back to it when the same *object* recurs, so a state whose equal strings
+    are one object in one run (a history key and a field name, both literals) and separate objects in
+    another (read back from a checkpoint) pickles to other bytes; interned, they never differ."""
+    if isinstance(x, str):
+        return sys.intern(x)
+    if isinstance(x, dict):
+        return {canonical(k): canonical(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [canonical(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(canonical(v) for v in x)
+    return x
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global generator a training step may draw from, in a form ``torch.load(...,
+    weights_only=True)`` reads back (tensors, ints, strings, lists): Python's ``random``, NumPy's
+    legacy global generator, torch's CPU generator and, when CUDA is initialised, each device's."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "numpy": [kind, torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the generators saved by :func:`rng_state`. A CUDA state saved on a machine with other
+    devices than this one is an error: the run would continue with other random numbers."""
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda")
+    if cuda is not None:
+        if not torch.cuda.is_available() or torch.cuda.device_count() != len(cuda):
+            raise RuntimeError(f"the checkpoint holds the random state of {len(cuda)} CUDA device(s), this process "
+                               f"sees {torch.cuda.device_count() if torch.cuda.is_available() else 0}: resuming here "
+                               f"would not continue the same run")
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
@@ -92,6 +163,8 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         opt.load_state_dict(state.optim_state)
     if sched is not None and state.sched_state is not None:
         sched.load_state_dict(state.sched_state)
+    if state.rng_state is not None:
+        set_rng_state(state.rng_state)
     while state.epoch < cfg.epochs and (state.bad_epochs < cfg.patience or state.epoch < cfg.min_epochs):
         epoch = state.epoch + 1
         if hasattr(loss_fn, "epoch"):
@@ -117,9 +190,10 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         model.eval()
         with torch.no_grad():
             dev = evaluate(model)
-        record = {"epoch": float(epoch), "train_loss": total / max(count, 1), "train_seconds": train_s,
+        record = {"epoch": float(epoch), "train_loss": total / max(count, 1),
                   "lr": float(opt.param_groups[0]["lr"]), **extra, **{f"dev_{k}": v for k, v in dev.items()}}
         state.history.append(record)
+        state.seconds.append(train_s)
         state.epoch = epoch
         if sched is not None:
             sched.step(dev["score"])
@@ -131,8 +205,9 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
             state.bad_epochs += 1
         state.model_state = model.state_dict()
         state.optim_state = opt.state_dict()
+        state.rng_state = rng_state()
         if on_epoch:
-            on_epoch(state, record)
+            on_epoch(state, {**record, "train_seconds": train_s})
     if state.best_model_state is not None:
         model.load_state_dict(state.best_model_state)
     return state

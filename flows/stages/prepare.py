@@ -21,6 +21,14 @@ read (:class:`~components.data.prepare.RawFiles`, each file hashed once per run)
 stops the stage with an error naming it and both sums. Files without a recorded sum (user
 corpora) are read unchecked; the stage logs them as a warning and counts them in the metric
 ``unverified_files`` (present only when there are any).
+
+Input checks, before anything is written: task names are plain names and ``base.prepared_dir``
+lies inside the repository (:func:`components.config.check_contained`); a sentence longer than
+``prepare.max_sentence_tokens`` (512) is an error at its ``file:line``. A dev or test split whose
+unknown-word rate (the share of its words the vocabulary built from train does not know) exceeds
+``prepare.max_unknown_rate`` (0.5) is logged as a warning and counted: per task
+``unknown_rate_warnings`` (0, 1 or 2 splits), and over all tasks the top-level metric of that name
+(present only when there are any).
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from components.config import load_section
+from components.config import check_contained, load_section
 from components.data import readers, splits, store
 from components.data.fetch import load_checksums
 from components.data.glove import load_glove, match_glove
@@ -77,6 +85,13 @@ def prepare_task(task: str, cfg: TaggingTaskConfig, pcfg: PrepareConfig, ctx: St
     for k in ("dev", "test"):            # the share of held-out tokens the word vocabulary does not know
         metrics[f"{k}_unknown_word_rate"] = (sum(w.lower() not in known for s in parts[k] for w in s.words)
                                              / max(metrics[f"{k}_tokens"], 1))
+    high = [k for k in ("dev", "test") if metrics[f"{k}_unknown_word_rate"] > pcfg.max_unknown_rate]
+    for k in high:
+        log.warning("prepare %s: %.1f%% of the %s split's words are unknown to the vocabulary built from train, "
+                    "above prepare.max_unknown_rate (%.0f%%): a wrong word column, another language or another "
+                    "corpus in the %s files?", task, 100 * metrics[f"{k}_unknown_word_rate"], k,
+                    100 * pcfg.max_unknown_rate, k)
+    metrics["unknown_rate_warnings"] = len(high)
     metrics.update(n_words=len(words), n_chars=len(chars), n_labels=len(labels))
     for f in features:
         metrics[f"n_feat_{f}"] = len(feat_vocabs[store.FEAT_PREFIX + f])
@@ -146,6 +161,9 @@ def run(params: dict[str, Any], ctx: StageContext, *, checksums: Mapping[str, st
     """The stage; ``checksums`` (``{"<corpus>/<name>": sha256}``) defaults to the recorded
     ``components/data/checksums.json``."""
     pcfg = load_section(PrepareConfig, "prepare", params)
+    # task names plain, every folder written inside the repository (run_stage checks all params; this
+    # stage checks its own when called directly), before any file is read or written
+    check_contained({"base": dataclasses.asdict(ctx.base), "prepare": params.get("prepare") or {}}, ctx.root)
     check_prepare_config(pcfg)           # every task, before any file is read
     raw = RawFiles(ctx.path(ctx.base.raw_dir), load_checksums() if checksums is None else checksums)
     glove = None
@@ -166,6 +184,8 @@ def run(params: dict[str, Any], ctx: StageContext, *, checksums: Mapping[str, st
         metrics["cmudict"] = prepare_cmudict(pcfg, ctx, raw)
     if pcfg.parallel:
         metrics["greek_english"] = prepare_parallel(pcfg, ctx, raw)
+    if warned := sum(m["unknown_rate_warnings"] for m in map(metrics.get, pcfg.tasks)):
+        metrics["unknown_rate_warnings"] = warned     # splits over prepare.max_unknown_rate, all tasks together
     if raw.unverified:
         log.warning("prepare: %d file(s) read without a recorded SHA-256, so not verified: %s",
                     len(raw.unverified), ", ".join(map(str, raw.unverified)))

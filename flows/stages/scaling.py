@@ -37,6 +37,7 @@ from components.config import BaseConfig, ConfigError, ResourcesConfig, load_sec
 from components.io import write_json, write_text
 from components.reports import shevchenko_osokin as report
 from components.seeds import seed_for
+from components.training.guard import DidNotLearn
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
 from components.training.structured import PHASES
 from flows.ray_runtime import epoch_bar, report_final
@@ -200,7 +201,9 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         res = run_sweep(trainable, name="scaling", cfg=cfg.sweep, params=params,
                         seed=seed_for(ctx.base.seed, "scaling", "grid"),
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
-                        tags={"stage": ctx.stage}, grid=grid, allow_errors=True)
+                        tags={"stage": ctx.stage}, grid=grid,
+                        # a run that did not learn, or diverged, is a finding ("Failed runs"); a crash is not
+                        allow_errors=(DidNotLearn, FloatingPointError))
         records, failed = [], []
         for tr in res.trials:
             rec = Path(tr["checkpoint"]) / "record.json" if tr["checkpoint"] else None

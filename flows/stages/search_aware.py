@@ -33,6 +33,7 @@ from components.data.tasks import load_tagging_task
 from components.inference.evaluate_decoding import evaluate_decoding
 from components.inference.registry import INFERENCE
 from components.io import write_json
+from components.metrics.run_facts import results_only
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
 from components.reports.goyal_2018 import write_report
@@ -112,7 +113,28 @@ def load_config(params: dict[str, Any]) -> SearchAwareConfig:
     for k in cfg.beam_size.values():
         if k < 1:
             raise ConfigError(f"search_aware.beam_size: every k must be >= 1, got {dict(cfg.beam_size)}")
+    check_task_maps(cfg, params)
     return dataclasses.replace(cfg, variants=variants)
+
+
+#: the section's per-task maps (task -> value; a task not named takes the default)
+TASK_MAPS = ("beam_size", "max_train_sentences")
+
+
+def check_task_maps(cfg: SearchAwareConfig, params: dict[str, Any]) -> None:
+    """Every key of a per-task map (:data:`TASK_MAPS`) names a task: one of ``search_aware.tasks``,
+    or a task declared under ``prepare.tasks`` (a setting kept for a task a scale adds, as
+    params.yaml keeps ``beam_size.greek_morph_k400`` for the study scale). A misspelled task would
+    otherwise leave its task at the default without a word."""
+    declared = (params.get("prepare") or {}).get("tasks") or {}
+    known = set(cfg.tasks) | (set(declared) if isinstance(declared, dict) else set())
+    for name in TASK_MAPS:
+        for task in getattr(cfg, name):
+            if task not in known:
+                others = sorted(known - set(cfg.tasks))
+                raise ConfigError(f"search_aware.{name}.{task}: {task!r} is not a task: search_aware.tasks is "
+                                  f"{list(cfg.tasks)}" + (f", and prepare.tasks adds {others}" if others else "")
+                                  + " (misspelled?)")
 
 
 def check_config(params: dict[str, Any]) -> SearchAwareConfig:
@@ -179,8 +201,8 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
         state = fit(model, objective,
                     lambda epoch: task.train.batches(optim.batch_size, shuffle=True, device=device,
                                                      seed=seed_for(base.seed, *name, "batches", epoch)),
-                    n_batches, lambda m: evaluate_decoding(m, tune_on, dev, labels, task.metric,
-                                                           batch_size=c.eval_batch_size, device=device),
+                    n_batches, lambda m: results_only(evaluate_decoding(m, tune_on, dev, labels, task.metric,
+                                                                        batch_size=c.eval_batch_size, device=device)),
                     optim, on_epoch=lambda s, r: report(r), on_batch=on_batch)
         return state.best_score, {"state": state, "objective": objective,
                                   "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()}}
@@ -205,7 +227,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
             "scores": scores, "beam_size": k, "decode_alpha": alpha}
     report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
                   "epochs_run": float(state.epoch),
-                  "seconds_per_epoch": float(np.mean([h["train_seconds"] for h in state.history])),
+                  "seconds_per_epoch": float(np.mean(state.seconds)) if state.seconds else 0.0,
                   "tuning_seconds": best.seconds,
                   **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}},
                  {"model.pt": tensor_bytes(best.kept["weights"]),

@@ -5,7 +5,9 @@ spine (:mod:`flows.task_sweeps`) training the energy with ``train_energy.objecti
 negative log-likelihood by default), early stopping on dev with Viterbi decoding. The best trial's
 test metrics — accuracy or span F1, the mean test energy of gold and of Viterbi outputs, and
 decoding speed — go to MLflow and ``metrics/train_energy/<task>.json``; its weights to
-``models/energy/<task>/<energy>/`` for the approximate-inference studies.
+``models/energy/<task>/<energy>/`` for the approximate-inference studies. The dev evaluations that
+every epoch's record keeps (``history.json``, ``state.pt``) leave out their timings
+(:mod:`components.metrics.run_facts`): a model folder is the same for the same code and data.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from components.recipes import recipe
 from components.energies.registry import ENERGIES
 from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
+from components.metrics.run_facts import results_only
 from components.config import ConfigError
 from components.training.loop import TrainConfig
 from components.training.registry import OBJECTIVES, objectives_for
@@ -66,8 +69,10 @@ def _loss(cfg: EnergyStageConfig, variant: str, model):
 
 
 def _evaluate(energy, cfg: EnergyStageConfig, variant: str, task, ds, split: str, device: str) -> dict[str, float]:
-    return evaluate_inference(energy, INFERENCE.build("viterbi"), ds, task.vocabs["label"], task.metric,
-                              batch_size=cfg.eval_batch_size, device=device)
+    m = evaluate_inference(energy, INFERENCE.build("viterbi"), ds, task.vocabs["label"], task.metric,
+                           batch_size=cfg.eval_batch_size, device=device)
+    # dev: every epoch's record, saved in the model folder; test: its decoding speed goes to MLflow
+    return results_only(m) if split == "dev" else m
 
 
 def _recipe(cfg: EnergyStageConfig, variant: str, task) -> dict:

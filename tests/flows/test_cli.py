@@ -342,3 +342,19 @@ def test_ui_and_dashboard_run_what_make_runs(capsys, tmp_path, monkeypatch):
     words = _cmd(err)
     assert words[0].endswith("optuna-dashboard") and words[1:] == [
         f"sqlite:///{tmp_path.resolve() / 'optuna.db'}", "--host", "127.0.0.1", "--port", "8080"]
+
+
+def test_ui_and_dashboard_warn_on_an_exposed_host(capsys, tmp_path, monkeypatch):
+    """Neither server has authentication: a non-loopback --host prints the warning (before the command
+    line), the default 127.0.0.1 does not. Nothing is started (--dry-run; subprocess.run refused)."""
+    monkeypatch.setattr(cli.subprocess, "run", lambda *a, **k: pytest.fail("a server was started"))
+    monkeypatch.delenv(STUDY_STORAGE_ENV, raising=False)
+    code, _, err = _run(capsys, "ui", "--dry-run", "--root", tmp_path, "--host", "0.0.0.0")
+    assert code == 0 and err.startswith("WARNING: the MLflow UI (mlflow server) will listen on 0.0.0.0:5000")
+    assert "NO AUTHENTICATION" in err and "infra/README.md" in err
+    assert _cmd(err)[2:6] == ["server", "--host", "0.0.0.0", "--port"]
+    code, _, err = _run(capsys, "dashboard", "--dry-run", "--root", tmp_path, "--host", "192.168.1.20", "--port", 8081)
+    assert code == 0 and "WARNING: optuna-dashboard will listen on 192.168.1.20:8081" in err
+    for argv in (["ui"], ["dashboard"], ["ui", "--host", "::1"], ["dashboard", "--host", "localhost"]):
+        code, _, err = _run(capsys, *argv, "--dry-run", "--root", tmp_path)
+        assert code == 0 and "WARNING" not in err and err.startswith("$ ")

@@ -152,6 +152,8 @@ def test_signals_abort_outside_a_sweep_and_stop_tune_inside_one():
         for s, h in old.items():
             signal.signal(s, h)
         os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        # this process is pytest's, not a stage's: a later ray.init must not put the handlers back
+        lifecycle._state.update(signal=None, tune=False, installed=False)
 
 
 def test_a_stage_whose_parent_dies_stops_instead_of_running_on_as_an_orphan(tmp_path):
@@ -231,3 +233,27 @@ def test_a_duplicate_key_is_an_error_outside_dvc_too(tmp_path):
     r = subprocess.run([sys.executable, "-m", "flows.stages.train", "--params", str(params), "--root", str(tmp_path)],
                        cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 1 and f"{params}:6: duplicate key 'lr'" in r.stderr, r.stderr
+
+
+def test_handlers_replaced_by_a_library_are_put_back():
+    """``ray.init`` sets its own SIGTERM handler (``sys.exit``); ``init_ray`` and ``tune_running`` put
+    the stage's back, so a SIGTERM during a sweep stops it instead of aborting the stage."""
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        lifecycle.reinstall_signal_handlers()            # never installed in this process: nothing
+        assert signal.getsignal(signal.SIGTERM) is old[signal.SIGTERM]
+        lifecycle.install_signal_handlers()
+        signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))        # what ray.init does
+        lifecycle.reinstall_signal_handlers()
+        assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+        signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))
+        with pytest.raises(StageInterrupted) as e:
+            with lifecycle.tune_running():
+                assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+                raise StageInterrupted(signal.SIGTERM)
+        assert e.value.exit_code == 143
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        lifecycle._state.update(signal=None, tune=False, installed=False)

@@ -37,6 +37,13 @@ def _trials(exp: Path) -> dict[str, list[dict]]:
     return out
 
 
+def _optuna_states(root: Path) -> list[str]:
+    """The states of the trials of the project's one Optuna study, in order."""
+    import optuna
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{root / 'optuna.db'}")
+    return [t.state.name for t in study.get_trials(deepcopy=False)]
+
+
 def _stage(root: Path, params: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "flows.stages.train", "--task", "pos", "--params", str(params),
@@ -81,6 +88,7 @@ def test_ctrl_c_records_nothing_and_the_rerun_resumes_keeping_finished_trials(ti
     assert status == {"train@pos": "KILLED", "sweep/pos": "KILLED", f"task_trial_{finished}": "FINISHED",
                       f"task_trial_{stopped}": "KILLED"}
     kept = _trials(exp)[done[0]]
+    assert _optuna_states(root) == ["COMPLETE", "FAIL"]       # Tune stopped the second: no trial left RUNNING
 
     stage = _stage(root, path)                                          # the re-run
     _, err = stage.communicate(timeout=300)
@@ -99,6 +107,12 @@ def test_ctrl_c_records_nothing_and_the_rerun_resumes_keeping_finished_trials(ti
     first = min(x.value for x in tracker.client.get_metric_history(resumed[0].info.run_id, "training_iteration"))
     assert first > 1                                                     # continued from its checkpoint
     assert kept[-1]["epochs_run"] == 60
+    # the resumed trial's outcome is a new trial of the same study, with its parameters
+    assert _optuna_states(root) == ["COMPLETE", "FAIL", "COMPLETE"]
+    import optuna
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{root / 'optuna.db'}")
+    failed, redone = study.trials[1], study.trials[2]
+    assert redone.params == failed.params and redone.user_attrs["resumes_trial"] == failed.number
 
 
 @pytest.mark.slow
@@ -121,7 +135,7 @@ def test_a_sweep_with_a_failed_trial_fails_naming_it(tmp_path):
         with pytest.raises(RuntimeError, match=r"sweep flaky: 1 of 2 trial\(s\) did not finish: \w+ \(ERROR\) "
                                                r"\{'run': \{'fail': True\}\}"):
             run_sweep(flaky, storage=tmp_path / "a", **kw)
-        res = run_sweep(flaky, storage=tmp_path / "b", allow_errors=True, **kw)    # scaling reports failed runs
+        res = run_sweep(flaky, storage=tmp_path / "b", allow_errors=(ValueError,), **kw)    # an allowed error is a result
         assert sorted(bool(t["error"]) for t in res.trials) == [False, True]
     finally:
         ray.shutdown()

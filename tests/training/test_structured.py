@@ -79,7 +79,9 @@ def test_fit_before_eval_runs_before_the_dev_evaluation_and_joins_the_record():
     assert [h["k"] for h in state.history] == [1.0, 2.0, 3.0]
     assert [h["epoch_seen"] for h in state.history] == [1.0, 2.0, 3.0]
     assert [h["dev_score"] for h in state.history] == [1.0, 2.0, 3.0]
-    assert recs == state.history
+    assert [r.pop("train_seconds") >= 0 for r in recs] == [True] * 3     # the wall time is reported ...
+    assert recs == state.history                                         # ... and not kept in the history
+    assert len(state.seconds) == 3 and "seconds" not in state.to_dict()
 
 
 def test_fit_default_config_has_no_schedule():
