@@ -41,7 +41,10 @@ hypothesis's length (up to and including its first ``eos``, or the horizon). Gre
 stop once every hypothesis is finished; the soft beam runs to the horizon when it has a cost table
 (a finished item goes on paying d_t(eos): emitting eos before the reference ends costs what the
 missing tokens cost). In the soft beam "finished" follows the hard backpointers (the identifiable
-path the paper decodes with).
+path the paper decodes with). Without a cost table, a sentence whose every beam item has finished is
+frozen (its scores, relaxed max score and labels stay as they are), so that every decoder's output
+and scores depend on the sentence alone, never on the batch-mates that are still running
+(``tests/inference/test_batch_invariance.py``).
 
 Readings: :func:`reading` switches a scorer's ``normalisation`` for a block (the self-normalisation
 objective reads the raw scores of a network that is otherwise read locally).
@@ -286,6 +289,10 @@ def soft_beam_search(scorer: StepScorer, batch: Any, k: int, alpha: float, *, co
         hard = p.argmax(-1)
         b_t, y_t = hard // V, hard % V
         active = mask[:, t, None]
+        if eos is not None and cost is None:
+            # a sentence whose every item has finished is frozen: at finite alpha the relaxed top-k
+            # would go on mixing its finished items' scores for as long as its batch-mates run
+            active = active & ~finished.all(-1, keepdim=True)
         s = torch.where(active, s_new, s)
         D = torch.where(active, D_new, D)
         b_t = torch.where(active, b_t, ident)

@@ -27,9 +27,13 @@ at ``batch.mask``.
 - ``beam_hinge``: the relaxed hinge G~_hinge,alpha = max(0, s_max - s(y*)) (Sec. 2.5), s_max the
   peaked-softmax_alpha expectation of the cost-augmented soft beam's final scores.
 
-Schedules. eps (the gold-feed probability) is 1 throughout epoch 1 and then the inverse sigmoid
-k / (k + exp(i / k)) of the update count i since epoch 1 ended (Bengio et al. 2015; ``decay_k``
-is k; ``decay_k: 0`` means "always": eps = 0 after epoch 1). alpha at epoch e is
+Schedules. eps (the gold-feed probability) is 1 throughout epoch 1 and then, in epoch e, the
+inverse sigmoid k / (k + exp(i / k)) of the epoch's 0-based index i = e - 1, constant within the
+epoch: the thesis (Sec. 3.3, "Hyperparameter tuning") decays it "as an inverse sigmoid (Bengio et
+al., 2015) of epochs with a decay strength parameter k", and its Table 3.2 compares k = 100, 10, 1
+and "always" (``decay_k`` is k; ``decay_k: 0`` means "always": eps = 0 after epoch 1). So k = 100
+stays close to teacher forcing for the whole run (eps = 0.99 at epoch 20) and k = 1 is model-fed
+within a few epochs (eps = 0.27 at epoch 2, 0.05 at epoch 4). alpha at epoch e is
 ``min(alpha.init * alpha.anneal ** (e - 1), alpha.max)``: fixed when ``anneal`` is 1, annealed
 exponentially per epoch otherwise (from smooth toward the hard search).
 """
@@ -68,13 +72,14 @@ class AlphaSchedule:
         return min(self.init * self.anneal ** max(epoch - 1, 0), self.max)
 
 
-def gold_probability(epoch: int, updates: int, decay_k: float) -> float:
-    """eps: 1 in epoch 1, then k / (k + exp(i / k)) after i further updates (0 for k = 0: always)."""
+def gold_probability(epoch: int, decay_k: float) -> float:
+    """eps in (1-based) ``epoch``: 1 in epoch 1, then k / (k + exp((epoch - 1) / k)); 0 after epoch 1
+    for k = 0 ("always")."""
     if epoch <= 1:
         return 1.0
     if decay_k == 0:
         return 0.0
-    z = updates / decay_k
+    z = (epoch - 1) / decay_k
     return decay_k / (decay_k + math.exp(z)) if z < 700 else 0.0
 
 
@@ -93,8 +98,6 @@ class _StepObjective:
     def __init__(self, cfg: Any = None) -> None:
         self.cfg = cfg
         self.epoch = 1
-        self._calls = 0
-        self._calls_epoch = 0
 
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:   # [B]
         raise NotImplementedError
@@ -117,12 +120,6 @@ class _StepObjective:
         return {"alpha": "none" if sched is None else ("annealed" if sched.annealed else "fixed"),
                 "decay_k": float(self.cfg.decay_k) if self.feeds_model else None,
                 "feed": self.cfg.feed if self.feeds_model else "gold"}
-
-    def _count(self) -> None:
-        if self._calls_epoch != self.epoch:
-            self._calls, self._calls_epoch = 0, self.epoch
-        if torch.is_grad_enabled():
-            self._calls += 1
 
     def __call__(self, scorer: Any, batch: Any) -> torch.Tensor:
         per = self.loss(scorer, batch)
@@ -195,7 +192,7 @@ class SelfNormalisedCE(_StepObjective):
 @dataclass(frozen=True)
 class ScheduledSamplingConfig:
     feed: Literal["greedy", "sample"] = "greedy"
-    decay_k: float = 10.0            # inverse-sigmoid decay strength (updates); 0 = always feed the model
+    decay_k: float = 10.0            # inverse-sigmoid decay strength (epochs, as the thesis); 0 = always feed the model
 
     def __post_init__(self):
         if self.feed not in ("greedy", "sample"):
@@ -214,17 +211,14 @@ class ScheduledSampling(_StepObjective):
 
     feeds_model = True
 
-    def __init__(self, cfg: ScheduledSamplingConfig, updates_per_epoch: int, soft: bool, seed: int = 0):
+    def __init__(self, cfg: ScheduledSamplingConfig, soft: bool, seed: int = 0):
         super().__init__(cfg)
-        if updates_per_epoch < 1:
-            raise ValueError(f"scheduled sampling: updates_per_epoch must be >= 1, got {updates_per_epoch}")
-        self.updates_per_epoch, self.soft = updates_per_epoch, soft
+        self.soft = soft
         self.gen = torch.Generator().manual_seed(seed)
 
     @property
     def eps(self) -> float:
-        i = max(self.epoch - 2, 0) * self.updates_per_epoch + self._calls
-        return gold_probability(self.epoch, i, self.cfg.decay_k)
+        return gold_probability(self.epoch, self.cfg.decay_k)
 
     def alpha_schedule(self) -> AlphaSchedule | None:
         return self.cfg.alpha if self.soft else None
@@ -252,7 +246,6 @@ class ScheduledSampling(_StepObjective):
 
     def loss(self, scorer: Any, batch: Any) -> torch.Tensor:
         gold = _check_gold(scorer, batch)
-        self._count()
         eps = self.eps if torch.is_grad_enabled() else 1.0
 
         def feed(t: int, scores: torch.Tensor) -> torch.Tensor:
@@ -341,12 +334,12 @@ def make_self_normalised_ce(cfg: SelfNormalisedCEConfig, **_: Any) -> SelfNormal
     return SelfNormalisedCE(cfg)
 
 
-def make_scheduled_sampling(cfg: ScheduledSamplingConfig, *, updates_per_epoch: int, seed: int = 0, **_: Any):
-    return ScheduledSampling(cfg, updates_per_epoch, soft=False, seed=seed)
+def make_scheduled_sampling(cfg: ScheduledSamplingConfig, *, seed: int = 0, **_: Any):
+    return ScheduledSampling(cfg, soft=False, seed=seed)
 
 
-def make_soft_scheduled_sampling(cfg: SoftScheduledSamplingConfig, *, updates_per_epoch: int, seed: int = 0, **_: Any):
-    return ScheduledSampling(cfg, updates_per_epoch, soft=True, seed=seed)
+def make_soft_scheduled_sampling(cfg: SoftScheduledSamplingConfig, *, seed: int = 0, **_: Any):
+    return ScheduledSampling(cfg, soft=True, seed=seed)
 
 
 def _beam_cfg(cfg: BeamObjectiveConfig, k: int | None) -> BeamObjectiveConfig:

@@ -5,7 +5,7 @@ What each is checked against:
 
 - scheduled sampling (hard and alpha-soft) with gold probability 1 against teacher-forced
   cross-entropy; the alpha-soft version at alpha = 1e4 with eps = 0 against the hard greedy feed;
-  ``gold_probability`` against the inverse sigmoid k / (k + exp(i / k)) written out;
+  ``gold_probability`` against the thesis's inverse sigmoid of epochs k / (k + exp(i / k)) written out;
 - the relaxed direct loss G~_DL at alpha = 1e4 against the Hamming cost (``o_cost`` for a wrong O)
   of the hard beam's best sequence, on instances without near-ties (see tests/inference/test_beam.py);
   its gradients against finite differences (``gradcheck``);
@@ -64,7 +64,7 @@ def test_step_objectives_are_registered():
 @pytest.mark.parametrize("normalisation", ["local", "global"])
 def test_scheduled_sampling_in_epoch_one_is_teacher_forcing(soft, feed, normalisation):
     cfg = SoftScheduledSamplingConfig(feed=feed, decay_k=0) if soft else ScheduledSamplingConfig(feed=feed, decay_k=0)
-    ss = _at_epoch(ScheduledSampling(cfg, updates_per_epoch=1, soft=soft), 1)
+    ss = _at_epoch(ScheduledSampling(cfg, soft=soft), 1)
     assert ss.eps == 1.0
     for seed in range(2):
         scorer, batch = tiny_tagger(seed, normalisation), tiny_batch(seed, B=4, T=5)
@@ -86,8 +86,8 @@ def test_soft_scheduled_sampling_at_large_alpha_is_hard_scheduled_sampling(norma
     """eps = 0 (decay_k 0, epoch 2): both feed the model's choice at every step; the alpha-soft
     argmax embedding at alpha = 1e4 is the argmax's embedding."""
     for scorer, batch in well_separated(normalisation, 1):
-        hard = _at_epoch(ScheduledSampling(ScheduledSamplingConfig(feed="greedy", decay_k=0), 1, soft=False), 2)
-        soft = _at_epoch(ScheduledSampling(SoftScheduledSamplingConfig(feed="greedy", decay_k=0, alpha=BIG), 1,
+        hard = _at_epoch(ScheduledSampling(ScheduledSamplingConfig(feed="greedy", decay_k=0), soft=False), 2)
+        soft = _at_epoch(ScheduledSampling(SoftScheduledSamplingConfig(feed="greedy", decay_k=0, alpha=BIG),
                                            soft=True), 2)
         lh, ls = hard.loss(scorer, batch), soft.loss(scorer, batch)
         assert hard.eps == soft.eps == 0.0 and soft.alpha == 1e4
@@ -96,38 +96,39 @@ def test_soft_scheduled_sampling_at_large_alpha_is_hard_scheduled_sampling(norma
         assert (lh - SeqCE().loss(scorer, batch)).abs().max() > 1e-3
 
 
-def test_gold_probability():
-    for updates in (0, 1, 10, 10_000):
-        assert gold_probability(1, updates, 10.0) == 1.0
-        assert gold_probability(0, updates, 10.0) == 1.0
-    for k in (1.0, 5.0, 30.0):
-        for i in (0, 1, 7, 50, 300):
-            assert gold_probability(2, i, k) == pytest.approx(k / (k + math.exp(i / k)), rel=1e-12)
-        values = [gold_probability(3, i, k) for i in range(0, 400, 3)]
-        assert all(a > b for a, b in zip(values, values[1:]) if a > 0)
-        assert all(a >= b for a, b in zip(values, values[1:]))
-        assert 0.0 <= values[-1] < 1e-3
-    assert gold_probability(2, 0, 10.0) == pytest.approx(10 / 11)
-    assert gold_probability(2, 10 ** 6, 1.0) == 0.0          # exp overflow guarded
+def test_gold_probability_is_the_thesis_inverse_sigmoid_of_epochs():
+    """Thesis Sec. 3.3: ground truth for the first epoch, then eps = k / (k + exp(i / k)) with i the
+    epoch's 0-based index (epoch e: i = e - 1), written out here; k = 0 is "always" (Table 3.2)."""
+    assert gold_probability(1, 10.0) == gold_probability(0, 10.0) == 1.0
+    for k in (1.0, 10.0, 100.0):
+        for epoch in (2, 3, 5, 20, 50):
+            assert gold_probability(epoch, k) == pytest.approx(k / (k + math.exp((epoch - 1) / k)), rel=1e-12)
+        values = [gold_probability(e, k) for e in range(1, 200)]
+        assert all(a >= b for a, b in zip(values, values[1:]))           # never rises
+    # Table 3.2's schedules: k = 100 stays near teacher forcing, k = 1 is model-fed within epochs
+    assert gold_probability(2, 100.0) == pytest.approx(100 / (100 + math.exp(0.01)))
+    assert gold_probability(20, 100.0) > 0.98 and gold_probability(2, 1.0) == pytest.approx(1 / (1 + math.e))
+    assert gold_probability(6, 1.0) < 0.01
+    assert gold_probability(10 ** 6, 1.0) == 0.0                          # exp overflow guarded
     for epoch in (2, 3, 10):
-        for updates in (0, 5):
-            assert gold_probability(epoch, updates, 0) == 0.0
+        assert gold_probability(epoch, 0) == 0.0
 
 
-def test_scheduled_sampling_counts_updates_across_epochs():
-    k, per_epoch = 4.0, 3
-    ss = ScheduledSampling(ScheduledSamplingConfig(decay_k=k), updates_per_epoch=per_epoch, soft=False)
+def test_scheduled_sampling_eps_is_constant_within_an_epoch():
+    """eps follows the epoch, not the number of updates (before: k counted updates, so k = 10, 1
+    and "always" were all model-fed within two epochs)."""
+    k = 4.0
+    ss = ScheduledSampling(ScheduledSamplingConfig(decay_k=k), soft=False)
     scorer, batch = tiny_tagger(0), tiny_batch(0)
     ss.epoch = 2
-    ss(scorer, batch)                                        # one update in epoch 2
-    assert ss.eps == pytest.approx(gold_probability(2, 1, k))
-    with torch.no_grad():                                    # evaluation: no update, teacher forcing
-        ss(scorer, batch)
+    for _ in range(5):
+        ss(scorer, batch)                                    # updates in epoch 2
+        assert ss.eps == pytest.approx(gold_probability(2, k))
+    with torch.no_grad():                                    # evaluation: teacher forcing
         torch.testing.assert_close(ss.loss(scorer, batch), SeqCE().loss(scorer, batch))
-    assert ss.eps == pytest.approx(gold_probability(2, 1, k))
     ss.epoch = 3
     ss(scorer, batch)
-    assert ss.eps == pytest.approx(gold_probability(3, per_epoch + 1, k))
+    assert ss.eps == pytest.approx(gold_probability(3, k)) and ss.eps < gold_probability(2, k)
 
 
 def test_alpha_schedule():
@@ -263,8 +264,8 @@ def test_hinge_is_the_cost_augmented_margin(normalisation, k, margin, o_cost):
 # -- bad input ------------------------------------------------------------------------------------
 OBJECTIVE_MAKERS = {
     "seq_ce": lambda: SeqCE(),
-    "scheduled_sampling": lambda: ScheduledSampling(ScheduledSamplingConfig(), 1, soft=False),
-    "soft_scheduled_sampling": lambda: ScheduledSampling(SoftScheduledSamplingConfig(), 1, soft=True),
+    "scheduled_sampling": lambda: ScheduledSampling(ScheduledSamplingConfig(), soft=False),
+    "soft_scheduled_sampling": lambda: ScheduledSampling(SoftScheduledSamplingConfig(), soft=True),
     "beam_dl": lambda: BeamDirectLoss(BeamObjectiveConfig(k=2)),
     "beam_hinge": lambda: BeamHinge(BeamObjectiveConfig(k=2)),
 }
@@ -316,8 +317,6 @@ def test_schedule_and_config_checks():
         ScheduledSamplingConfig(decay_k=-1.0)
     with pytest.raises(ValueError, match=r"feed must be greedy or sample"):
         ScheduledSamplingConfig(feed="beam")
-    with pytest.raises(ValueError, match=r"updates_per_epoch must be >= 1"):
-        ScheduledSampling(ScheduledSamplingConfig(), 0, soft=False)
 
 
 @pytest.mark.parametrize("name, cfg, alpha3, described", [
