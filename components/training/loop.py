@@ -139,7 +139,8 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         state: FitState | None = None,
         on_batch: Callable[[int, int, float], None] | None = None,
         on_epoch: Callable[[FitState, dict[str, float]], None] | None = None,
-        before_eval: Callable[[int], dict[str, float]] | None = None) -> FitState:
+        before_eval: Callable[[int], dict[str, float]] | None = None,
+        selectable: Callable[[int], bool] | None = None) -> FitState:
     """Train ``model`` in place; on return it holds the best-on-dev weights.
 
     train_batches(epoch) yields the epoch's batches (the caller seeds the shuffle by epoch).
@@ -150,6 +151,10 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
     ``patience`` epochs in a row without a dev gain above ``min_delta``, but never before
     ``min_epochs``; with ``lr_patience`` the
     learning rate is cut by ``lr_factor`` after that many such epochs (S&O App. B).
+    ``selectable(epoch)`` False: the epoch's model may not be the one kept (an annealed-alpha run's
+    epochs whose alpha has not left its start: the model is then not the annealed one); such an epoch
+    is recorded, counts toward neither the best nor patience, and if no epoch is selectable the fit
+    returns ``best_score`` -inf with the last weights.
     """
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                            weight_decay=cfg.weight_decay)
@@ -198,7 +203,9 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
         if sched is not None:
             sched.step(dev["score"])
             state.sched_state = sched.state_dict()
-        if dev["score"] > state.best_score + cfg.min_delta or state.best_model_state is None:
+        if selectable is not None and not selectable(epoch):
+            pass                           # neither kept nor a bad epoch (see the docstring)
+        elif dev["score"] > state.best_score + cfg.min_delta or state.best_model_state is None:
             state.best_score, state.best_epoch, state.bad_epochs = dev["score"], epoch, 0
             state.best_model_state = copy.deepcopy(model.state_dict())
         else:

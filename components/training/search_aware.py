@@ -112,6 +112,15 @@ class _StepObjective:
         sched = self.alpha_schedule()
         return None if sched is None else sched.at(epoch)
 
+    def selectable(self, epoch: int) -> bool:
+        """Whether the model of ``epoch`` may be the run's kept model: for an annealed alpha, only
+        once alpha has left its initial value (before, the run is the fixed-alpha one; Goyal 2018's
+        "annealed beats fixed" would compare a fixed-alpha model with itself); any epoch otherwise."""
+        sched = self.alpha_schedule()
+        if sched is None or not sched.annealed or sched.max <= sched.init:     # alpha never moves
+            return True
+        return sched.at(epoch) > sched.at(1)
+
     def describe(self) -> dict[str, Any]:
         """The report's columns: ``alpha`` (none | fixed | annealed), ``decay_k`` (the scheduled-
         sampling decay, ``None`` without one; 0 = always feed the model) and ``feed`` (``gold``, or

@@ -203,7 +203,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                                                      seed=seed_for(base.seed, *name, "batches", epoch)),
                     n_batches, lambda m: results_only(evaluate_decoding(m, tune_on, dev, labels, task.metric,
                                                                         batch_size=c.eval_batch_size, device=device)),
-                    optim, on_epoch=lambda s, r: report(r), on_batch=on_batch)
+                    optim, on_epoch=lambda s, r: report(r), on_batch=on_batch, selectable=objective.selectable)
         return state.best_score, {"state": state, "objective": objective,
                                   "weights": {n: t.detach().cpu().clone() for n, t in model.state_dict().items()}}
 

@@ -329,3 +329,21 @@ def test_a_new_sampler_is_run_by_the_design_and_listed_by_the_report(tiny_root, 
         assert "toy walk" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     finally:
         close(fig)
+
+
+def test_the_block_size_anneals_over_the_whole_chain():
+    """Thesis Sec. 6.7.3 anneals the block "with epochs" over the chain: a block group without its own
+    block_anneal_sweeps reaches block_size_final at the chain's last sweep (issue 27: before, it was
+    single-site from sweep 10 of 16, so half the "block" sweeps were not block proposals)."""
+    from components.inference.mcmc.mlm_kernels import block_size_at
+    cfg = mcmc.load_config({"mcmc": {}})
+    steps = cfg.burn_in + cfg.sweeps
+    block = [r for r in mcmc.design(cfg) if r["group"] == "block"]
+    assert block and all(r["config"]["block_anneal_sweeps"] == steps - 1 for r in block)
+    for r in block:
+        c = SAMPLERS.config(r["sampler"], r["config"])
+        sizes = [block_size_at(c, s) for s in range(steps)]
+        assert sizes[0] == 4 and sizes[-1] == 1 and sizes.count(1) <= steps // 4 + 1
+    own = mcmc.load_config({"mcmc": {"groups": {"block": {"schemes": ["norm"], "block": "annealed", "config": {
+        "block_size": 4, "block_size_final": 1, "block_anneal_sweeps": 5}}}}})
+    assert [r["config"]["block_anneal_sweeps"] for r in mcmc.design(own)] == [5]      # a value of one's own stays

@@ -354,3 +354,26 @@ def test_label_smoothing_is_the_mixture_with_the_uniform_target():
         assert (smooth - SeqCE().loss(scorer, batch)).abs().max() > 1e-3
     with pytest.raises(ValueError, match="label_smoothing"):
         SeqCEConfig(label_smoothing=1.0)
+
+
+def test_an_annealed_run_never_keeps_a_model_from_before_its_alpha_moved():
+    """Goyal 2018's "annealed alpha beats fixed" compares models trained with an annealed alpha: the
+    kept model must come from an epoch whose alpha has left its start (issue 27). Epoch 1 has the best
+    dev score here, yet the annealed objective's fit keeps epoch 2's model; the fixed one keeps epoch 1."""
+    from components.training.loop import TrainConfig, fit
+    annealed = OBJECTIVES.build("soft_scheduled_sampling", {"decay_k": 0, "alpha": {"init": 1.0, "anneal": 2.0}},
+                                updates_per_epoch=1, seed=0)
+    fixed = OBJECTIVES.build("soft_scheduled_sampling", {"decay_k": 0, "alpha": {"init": 1.0}}, updates_per_epoch=1, seed=0)
+    assert [annealed.selectable(e) for e in (1, 2, 3)] == [False, True, True]
+    assert all(fixed.selectable(e) for e in (1, 2, 3))
+    assert OBJECTIVES.build("seq_ce", None, updates_per_epoch=1).selectable(1)
+    for objective, kept in ((annealed, 2), (fixed, 1)):
+        scorer, batch = tiny_tagger(0), tiny_batch(0)
+        scores = iter([0.9, 0.5, 0.4])                 # epoch 1 is the best on dev
+        state = fit(scorer, objective, lambda e: [batch], 1, lambda m: {"score": next(scores)},
+                    TrainConfig(lr=0.01, epochs=3, patience=3), selectable=objective.selectable)
+        assert state.best_epoch == kept and len(state.history) == 3
+    scorer, batch = tiny_tagger(0), tiny_batch(0)      # no epoch selectable: nothing kept, said so
+    state = fit(scorer, annealed, lambda e: [batch], 1, lambda m: {"score": 0.9}, TrainConfig(lr=0.01, epochs=1),
+                selectable=annealed.selectable)
+    assert state.best_score == float("-inf") and state.best_model_state is None
