@@ -48,7 +48,7 @@ from components.models.encoders import BLSTMConfig
 from components.reports.curves import close, learning_curve, sweep_curves
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn, check_learned
-from components.training.loop import FitState, TrainConfig, fit
+from components.training.loop import FitState, TrainConfig, canonical, fit
 from flows.ray_runtime import copy_checkpoint, epoch_bar
 from flows.search_space import check_metric, check_sweep_space, first_suggestion
 from flows.stages.common import StageContext, numeric
@@ -161,8 +161,8 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
 
 def _save_checkpoint(folder: Path, state: FitState, meta: dict[str, Any]) -> None:
     torch.save(state.to_dict(), folder / "state.pt")
-    if state.best_model_state is not None:
-        torch.save(state.best_model_state, folder / "model.pt")
+    if state.best_model_state is not None:       # canonical: the same bytes whether it was trained or resumed
+        torch.save(canonical(state.best_model_state), folder / "model.pt")
     (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
 
 

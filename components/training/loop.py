@@ -210,8 +210,10 @@ def fit(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, Any], torch.
             state.best_model_state = copy.deepcopy(model.state_dict())
         else:
             state.bad_epochs += 1
-        state.model_state = model.state_dict()
-        state.optim_state = opt.state_dict()
+        # snapshots, not the live tensors: the state must stay "after epoch `epoch`" when the model
+        # is reset to its best weights below or trained on (a resumed run saves what it loaded)
+        state.model_state = copy.deepcopy(model.state_dict())
+        state.optim_state = copy.deepcopy(opt.state_dict())
         state.rng_state = rng_state()
         if on_epoch:
             on_epoch(state, {**record, "train_seconds": train_s})

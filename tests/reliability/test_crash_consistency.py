@@ -92,6 +92,15 @@ def _workers(pid: int) -> list:
     return out
 
 
+def _rerun_resumes(root: Path, reference: dict) -> None:
+    """Run the stage again: it resumes its sweep and ends with the uninterrupted run's outputs."""
+    p = subprocess.run(stage_cmd(root, "pos"), cwd=REPO, env=stage_env(root), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "resuming the earlier run" in p.stderr
+    assert _outputs(root) == reference
+
+
 def _statuses(root: Path) -> dict[str, str]:
     from mlflow.tracking import MlflowClient
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
@@ -150,11 +159,7 @@ def test_sigkill_leaves_nothing_running_and_the_rerun_finishes(template, tmp_pat
         time.sleep(0.2)
     assert still_alive(seen) == []
     assert running_left(root) == {"runs": [], "trials": []}
-    p = subprocess.run(stage_cmd(root, "pos"), cwd=REPO, env=stage_env(root), capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "resuming the earlier run" in p.stderr
-    assert _outputs(root) == reference
+    _rerun_resumes(root, reference)
     assert running_left(root) == {"runs": [], "trials": []}
 
 
@@ -165,11 +170,7 @@ def test_interrupt_and_resume_equals_an_uninterrupted_run(template, tmp_path, re
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-3000:]
-    p = subprocess.run(stage_cmd(root, "pos"), cwd=REPO, env=stage_env(root), capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "resuming the earlier run" in p.stderr
-    assert _outputs(root) == reference
+    _rerun_resumes(root, reference)
 
 
 def test_a_worker_crash_and_the_retry_equal_an_uninterrupted_run(template, tmp_path, reference):

@@ -118,3 +118,34 @@ def test_a_resumed_fit_on_cuda_equals_an_uninterrupted_one():
     again.rng_state.pop("cuda")                  # without the device's generator: other dropout masks
     _, other = _run(state=again, device="cuda")
     assert [h["train_loss"] for h in other.history] != [h["train_loss"] for h in ref.history]
+
+
+def test_a_fit_resumed_after_its_last_epoch_saves_the_same_state():
+    """A run stopped after its last epoch but before its final save (an interrupt or a crash there)
+    resumes with no epoch left to train: its saved state must equal the uninterrupted run's. Before,
+    ``model_state`` aliased the live weights, which fit then reset to the best epoch's, so the
+    uninterrupted run saved the best weights as its last and the resumed one the last epoch's."""
+    def scores():        # the best dev score at epoch 2 of 5: the last epoch's weights are not the best
+        return iter([0.5, 0.9, 0.6, 0.4, 0.3])
+
+    checkpoints = []
+
+    def run(state=None, epochs=5):
+        model, batches, loss, _ = _setup()
+        it = scores()
+        for _ in range(state.epoch if state is not None else 0):
+            next(it)
+        cfg = TrainConfig(**{**CFG.__dict__, "epochs": epochs, "lr_patience": 0})
+        return fit(model, loss, batches, 4, lambda m: {"score": next(it)}, cfg, state=state,
+                   on_epoch=lambda st, rec: checkpoints.append(_saved(st)))    # what a trial's checkpoint holds
+
+    ref = run()
+    assert ref.best_epoch == 2 and ref.epoch == 5
+    resumed = run(state=checkpoints[-1])              # the last epoch's checkpoint, read back
+    assert all(torch.equal(resumed.model_state[k], ref.model_state[k]) for k in ref.model_state)
+
+    def raw(state):
+        buf = io.BytesIO()
+        torch.save(state.to_dict(), buf)
+        return buf.getvalue()
+    assert raw(resumed) == raw(ref)
