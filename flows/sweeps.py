@@ -118,13 +118,24 @@ def _allowed(trial: Any, error: Any, allowed: tuple[type[BaseException], ...]) -
     return any(re.search(rf"\b{re.escape(cls.__name__)}\b", text) for cls in allowed)
 
 
+def _has_experiment_state(store: LocalTuneStorage, name: str) -> bool:
+    """Whether the experiment holds Tune's ``experiment_state-*.json``: a run killed between creating
+    its Tuner and Tune's first state save leaves ``tuner.pkl`` alone, which ``can_restore`` accepts
+    but ``fit`` then refuses ("no experiment state file")."""
+    import pyarrow.fs as pafs
+    fs = store.filesystem or pafs.LocalFileSystem()
+    infos = fs.get_file_info(pafs.FileSelector(store.experiment(name), allow_not_found=True))
+    return any(Path(i.path).name.startswith("experiment_state-") and i.path.endswith(".json") for i in infos)
+
+
 def _resumable(store: LocalTuneStorage, fingerprint: str, name: str) -> bool:
     """Whether ``store`` holds an interrupted run of the same sweep (experiment ``name``) that Tune can
     restore; an experiment left by other settings (or one that cannot be restored) is removed."""
     from ray import tune
     if store.exists(name):
         same = store.marked(name, fingerprint)
-        if same and tune.Tuner.can_restore(store.experiment(name), storage_filesystem=store.filesystem):
+        if same and tune.Tuner.can_restore(store.experiment(name), storage_filesystem=store.filesystem) \
+                and _has_experiment_state(store, name):
             return True
         log.warning("sweep %s: removing %s, left by an earlier run %s", name, store.describe(name),
                     "with other settings" if not same else "that cannot be resumed")

@@ -42,7 +42,8 @@ from components.config import (BaseConfig, ConfigError, check_contained, flatten
 from components.io import write_json
 from components.metrics.run_facts import split_run_facts
 from components.tracking import Tracker, make_tracker, stage_provenance
-from flows.lifecycle import StageInterrupted, install_signal_handlers, ray_storage, stage_lock, watch_parent, work_dir
+from flows.lifecycle import (StageInterrupted, install_signal_handlers, interrupted, ray_storage, stage_lock, watch_parent,
+                             work_dir)
 from flows.ray_runtime import shutdown_ray
 from flows.reaper import DRIVER_TAG, close_orphans, driver_id, start_reaper, stop_reaper
 from flows.studies import apply_study_tasks, experiment_name
@@ -185,6 +186,8 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
                 tracker.log_inputs(inputs)
                 ctx = StageContext(root=root, base=base, tracker=tracker, run_id=run_id, stage=stage, task=task)
                 metrics = run(params, ctx)
+                if interrupted() is not None:    # a signal some library caught and swallowed: still not finished
+                    raise StageInterrupted(interrupted())
                 seconds = round(time.perf_counter() - t0, 3)
                 results, timings = (dict(metrics), {}) if timings_are_results(run) else split_run_facts(metrics)
                 metrics["stage_seconds"] = timings["stage_seconds"] = seconds
@@ -223,6 +226,8 @@ def main(stage: str, argv: list[str] | None = None) -> None:
         if stage not in params:
             raise ConfigError(f"{args.params}: no '{stage}' section (the settings of the stage being run)")
         run_stage(stage, run, params, args.root, task=args.task)
+        if interrupted() is not None:    # a signal some library swallowed after the work: exit as interrupted
+            raise StageInterrupted(interrupted())
     except StageInterrupted as e:
         print(f"{stage}: {e}; nothing was recorded as finished. Running the stage again resumes its "
               f"sweeps from .ray_results/ (`make clean-runs` discards them).", file=sys.stderr)

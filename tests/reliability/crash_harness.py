@@ -121,6 +121,17 @@ def running_left(root: Path) -> dict[str, list[str]]:
     return left
 
 
+def stage_runs(root: Path, task: str) -> int:
+    """How many MLflow runs of ``train@<task>`` the project's store holds (0 without a store)."""
+    db = root / "mlflow.db"
+    if not db.exists():
+        return 0
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(f"sqlite:///{db}")
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return len(client.search_runs(exps, f"attributes.run_name = 'train@{task}'")) if exps else 0
+
+
 def descendants(pid: int) -> dict[int, float]:
     import psutil
     try:
@@ -157,6 +168,7 @@ def kill_pipeline(root: Path, signum: int, at_s: float, wait_gone_s: float = 30.
     k = Kill(signum, at_s)
     t0 = time.monotonic()
     for task in TASKS:
+        runs_before = stage_runs(root, task)
         proc = subprocess.Popen(stage_cmd(root, task), cwd=REPO, env=stage_env(root), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         seen: dict[int, float] = {}
@@ -177,8 +189,14 @@ def kill_pipeline(root: Path, signum: int, at_s: float, wait_gone_s: float = 30.
             # a signal that lands after the stage finished (its metrics written), while Python shuts down
             # (it restores the default handlers then), kills it with the signal: nothing is half-done
             done = (root / "metrics" / "train" / f"{task}.json").exists() and proc.returncode == -signum
+            # ... and one that lands while Python still imports the stage's modules, before the stage
+            # installed its handlers, kills it too: it had not begun (no run of it was opened)
+            early = proc.returncode == -signum and stage_runs(root, task) == runs_before
             if done:
                 k.stage += " (after it finished)"
+            elif early:
+                k.stage += " (during start-up)"
+                done = True
             if signum != signal.SIGKILL and proc.returncode != 128 + signum and not done:
                 k.problems.append(f"exit status {proc.returncode}, expected {128 + signum}: {err[-1500:]}")
             deadline = time.monotonic() + wait_gone_s
