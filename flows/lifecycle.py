@@ -55,7 +55,7 @@ class StageBusy(RuntimeError):
     """Another process is running the same stage."""
 
 
-_state: dict[str, object] = {"signal": None, "tune": False, "installed": False}
+_state: dict[str, object] = {"signal": None, "tune": False, "installed": False, "defer": False}
 
 
 def interrupted() -> int | None:
@@ -64,6 +64,11 @@ def interrupted() -> int | None:
 
 
 def _on_signal(signum: int, frame) -> None:
+    if _state["defer"]:                  # the stage is stopping its Ray processes: let it finish that
+        if _state["signal"] is None:
+            _state["signal"] = signum
+        log.warning("%s while the stage shuts Ray down: it stops once that is done", signal.Signals(signum).name)
+        return
     first = _state["signal"] is None
     _state["signal"] = signum
     if first and _state["tune"]:
@@ -83,6 +88,23 @@ def install_signal_handlers() -> None:
     _state["installed"] = True
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+
+
+def handlers_installed() -> bool:
+    """Whether this process is a stage's (:func:`install_signal_handlers` ran), not a test or a notebook."""
+    return bool(_state["installed"])
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A block a signal must not cut short (the shutdown of the local Ray processes: cut, it leaves
+    Ray's agents running): a SIGINT / SIGTERM during it is recorded (:func:`interrupted`), not raised."""
+    before = _state["defer"]
+    _state["defer"] = True
+    try:
+        yield
+    finally:
+        _state["defer"] = before
 
 
 def reinstall_signal_handlers() -> None:

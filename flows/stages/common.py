@@ -42,8 +42,8 @@ from components.config import (BaseConfig, ConfigError, check_contained, flatten
 from components.io import write_json
 from components.metrics.run_facts import split_run_facts
 from components.tracking import Tracker, make_tracker, stage_provenance
-from flows.lifecycle import (StageInterrupted, install_signal_handlers, interrupted, ray_storage, stage_lock, watch_parent,
-                             work_dir)
+from flows.lifecycle import (StageInterrupted, handlers_installed, install_signal_handlers, interrupted, ray_storage,
+                             signals_deferred, stage_lock, watch_parent, work_dir)
 from flows.ray_runtime import shutdown_ray
 from flows.reaper import DRIVER_TAG, close_orphans, driver_id, start_reaper, stop_reaper
 from flows.studies import apply_study_tasks, experiment_name
@@ -193,11 +193,15 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
                 metrics["stage_seconds"] = timings["stage_seconds"] = seconds
                 tracker.log_metrics(numeric(metrics))
         except BaseException as e:       # the trials' and sweeps' runs this stage left open end with it
-            shutdown_ray()                # stop the trials still running before closing their runs
+            with signals_deferred():      # stop the trials still running before closing their runs
+                shutdown_ray()
             tracker.close_running(tags, status="KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
             raise
         finally:
             tracker.set_provenance(outer)
+            if handlers_installed():      # a stage process: its Ray processes end before its reaper does,
+                with signals_deferred():  # and not at interpreter exit, where a signal would cut it short
+                    shutdown_ray()
             stop_reaper(reaper)
         write_json(metrics_path(root, stage, task), results)
         write_json(timings_path(root, stage, task), timings)
