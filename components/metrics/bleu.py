@@ -76,6 +76,17 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *, tokeniz
                       signature=str(metric.get_signature()))
 
 
+def sentence_stats(hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a") -> "np.ndarray":
+    """Per-sentence BLEU sufficient statistics ``[n, 10]`` in sacrebleu's layout (``sys_len,
+    ref_len, correct_1..4, total_1..4``; ``components.metrics.significance.BLEU_COLUMNS``): their
+    sum scored by ``significance.bleu_score()`` is :func:`corpus_bleu`'s score, and resampling their
+    rows is Koehn's paired bootstrap."""
+    import numpy as np
+    hyps, refs = _check(hypotheses, references, "sentence_stats")
+    metric = BLEU(tokenize=tokenize)
+    return np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
+
+
 def bucket_labels(edges: Sequence[int] = DEFAULT_EDGES) -> list[str]:
     """``(20, 30, 40)`` -> ``["0-20", "20-30", "30-40", "40+"]``."""
     edges = list(edges)

@@ -60,6 +60,88 @@ def f1_score(scale: float = 100.0) -> Score:
     return lambda s: scale * 2 * s[..., 0] / np.maximum(s[..., 1] + s[..., 2], 1e-12)
 
 
+BLEU_COLUMNS = ("sys_len", "ref_len", "correct_1", "correct_2", "correct_3", "correct_4",
+                "total_1", "total_2", "total_3", "total_4")
+
+
+def bleu_score() -> Score:
+    """Corpus BLEU (sacrebleu's, ``smooth_method="exp"``, 4-grams) from summed per-sentence
+    statistics in sacrebleu's layout (:data:`BLEU_COLUMNS`; ``components.metrics.bleu.sentence_stats``),
+    vectorised over leading axes: with it :func:`paired_bootstrap` is Koehn's (2004) paired bootstrap
+    for BLEU, sacrebleu's own resampling of sentences (its ``paired_bs``) on the same statistics."""
+    def score(s: np.ndarray) -> np.ndarray:
+        s = np.asarray(s, dtype=np.float64)
+        sys_len, ref_len = s[..., 0], s[..., 1]
+        correct, total = s[..., 2:6], s[..., 6:10]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / np.maximum(sys_len, 1e-12)), 0.0), 1.0)
+            zero = correct == 0
+            smooth = np.cumprod(np.where(zero, 2.0, 1.0), axis=-1)        # sacrebleu's smooth_mteval
+            prec = np.where(zero, 100.0 / (smooth * np.maximum(total, 1e-12)), 100.0 * correct / np.maximum(total, 1e-12))
+            # an order with no n-grams in the hypotheses (total 0) ends the loop: its precision stays 0
+            seen = np.cumprod(total > 0, axis=-1).astype(bool)
+            prec = np.where(seen, prec, 0.0)
+            logs = np.where(prec > 0, np.log(np.maximum(prec, 1e-300)), -9999999999.0)
+            out = bp * np.exp(logs.mean(-1))
+        return np.where(correct.sum(-1) > 0, out, 0.0)
+    return score
+
+
+def save_stats(path, systems: dict[str, np.ndarray], columns: tuple[str, ...] | list[str]) -> None:
+    """Write per-sentence statistics of several systems (name -> ``[n, d]`` or ``[seeds, n, d]``,
+    ``d = len(columns)``) to one ``.npz`` file, atomically; :func:`load_stats` reads it back. The
+    systems of one file are scored on the same sentences (same ``n``), so any two can be paired."""
+    import io
+    from components.io import atomic_path
+    cols = list(columns)
+    arrays: dict[str, np.ndarray] = {}
+    n = None
+    for name, x in systems.items():
+        a = np.asarray(x, dtype=np.float64)
+        if a.ndim not in (2, 3) or a.shape[-1] != len(cols):
+            raise ValueError(f"save_stats {path}: system {name!r} has shape {a.shape}; expected [n, {len(cols)}] "
+                             f"or [seeds, n, {len(cols)}] for columns {cols}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"save_stats {path}: system {name!r} holds non-finite statistics")
+        if n is not None and a.shape[-2] != n:
+            raise ValueError(f"save_stats {path}: system {name!r} has {a.shape[-2]} sentences, others {n}")
+        n = a.shape[-2]
+        arrays[f"system:{name}"] = a
+    buf = io.BytesIO()
+    np.savez_compressed(buf, __columns__=np.array(cols), **arrays)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.getvalue())
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What :func:`save_stats` wrote: the column names and each system's statistics."""
+    columns: tuple[str, ...]
+    systems: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.systems:
+            raise KeyError(f"no statistics for system {name!r}; have {sorted(self.systems)}")
+        return self.systems[name]
+
+    def get(self, name: str) -> np.ndarray | None:
+        return self.systems.get(name)
+
+
+def load_stats(path) -> Stats:
+    """Read a file of :func:`save_stats` (a clear error naming the file when it is not one)."""
+    from pathlib import Path
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no per-sentence statistics (run the stage that scores the test set)")
+    with np.load(path, allow_pickle=False) as z:
+        if "__columns__" not in z.files:
+            raise ValueError(f"{path}: not a statistics file of components.metrics.significance.save_stats")
+        cols = tuple(str(c) for c in z["__columns__"])
+        systems = {k[len("system:"):]: z[k] for k in z.files if k.startswith("system:")}
+    return Stats(cols, systems)
+
+
 def _as_runs(x: np.ndarray, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:

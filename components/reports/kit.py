@@ -9,6 +9,10 @@ One vocabulary for every paper (issue 27):
 - *inconclusive* — it straddles: the data cannot tell (a sign on noise is not a verdict);
 - *not testable* — a side is missing; the reason is part of the verdict.
 
+A shape or ranking claim (a peak at T = 1; a > b > c; "robust across settings") is a conjunction of
+comparisons judged part by part (:func:`judge_parts`). :func:`findings` renders the section every
+report prints (the rule, :func:`summary`, :func:`table`); :meth:`Verdict.record` is a verdict as data.
+
 A :class:`Claim` holds the claim's text, its kind (``direction``: ``a - b`` has ``sign`` +1 or -1;
 ``equivalence``: ``|a - b| < margin``) and the paper's own numbers (:class:`PaperEvidence`); the
 paper column is judged by the same rule where the paper gives what the rule needs (an interval, or
@@ -71,16 +75,34 @@ class Verdict:
     verdict: str
     interval: Interval | None = None
     reason: str = ""                      # not testable: why; otherwise a note (a stand-in's premise, ...)
+    parts: tuple[tuple[str, Interval], ...] = ()     # a shape / conjunction claim: each part's interval
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
 
     def evidence(self) -> str:
-        """The interval and n behind the verdict, or the reason it could not be judged."""
+        """The interval and n behind the verdict (each part's, for a shape claim), or the reason it
+        could not be judged."""
+        if self.parts:
+            text = "; ".join(f"{label}: {iv}" for label, iv in self.parts)
+            return text + (f"; {self.reason}" if self.reason else "")
         if self.interval is None:
             return self.reason or "—"
         return str(self.interval) + (f"; {self.reason}" if self.reason else "")
+
+    def record(self) -> dict:
+        """The verdict as plain data (for a metrics file): claim id, scope, verdict, interval, n."""
+        out: dict = {"claim": self.claim.id, "scope": self.scope, "verdict": self.verdict}
+        if self.interval is not None:
+            iv = self.interval
+            out.update(estimate=round(iv.estimate, 6), low=round(iv.low, 6), high=round(iv.high, 6), n=iv.n,
+                       seeds=iv.seeds)
+        if self.parts:
+            out["parts"] = {label: [round(iv.estimate, 6), round(iv.low, 6), round(iv.high, 6)] for label, iv in self.parts}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 def rule(claim: Claim, low: float, high: float) -> str:
@@ -109,6 +131,28 @@ def judge(claim: Claim, scope: str, interval: Interval | None, *, missing: str =
     return Verdict(claim, scope, rule(claim, interval.low, interval.high), interval, note)
 
 
+def judge_parts(claim: Claim, scope: str, parts: "list[tuple[str, Interval | None]]", *, missing: str = "",
+                note: str = "") -> Verdict:
+    """A claim that is a conjunction of comparisons, each judged by the claim's rule — a shape (a
+    peak at T = 1: T1 − T0.5 > 0 and T1 − T2 > 0), a ranking (a > b > c), "robust across settings"
+    (an equivalence at each). *Reproduced* when every part is, *not reproduced* when any part is,
+    else *inconclusive*; *not testable* when a part has no interval (``missing`` says why)."""
+    if not parts:
+        raise ValueError(f"claim {claim.id}: judge_parts needs at least one part")
+    absent = [label for label, iv in parts if iv is None]
+    if absent:
+        return Verdict(claim, scope, NOT_TESTABLE, None, missing or f"not run: {', '.join(absent)}")
+    words = [rule(claim, iv.low, iv.high) for _, iv in parts]          # type: ignore[union-attr]
+    verdict = (NOT_REPRODUCED if NOT_REPRODUCED in words else
+               REPRODUCED if all(w == REPRODUCED for w in words) else INCONCLUSIVE)
+    return Verdict(claim, scope, verdict, None, note, tuple(parts))     # type: ignore[arg-type]
+
+
+def not_testable(claim: Claim, scope: str, why: str) -> Verdict:
+    """A claim this study cannot test here, and why (a stand-in whose premise fails, a side not run)."""
+    return Verdict(claim, scope, NOT_TESTABLE, None, why)
+
+
 def judge_paper(claim: Claim) -> tuple[str, str]:
     """The paper column: (verdict, its evidence) by the same rule, from the paper's own interval, or
     from its runs' standard deviations (a normal 95% interval of the difference of means); with
@@ -131,6 +175,23 @@ def judge_paper(claim: Claim) -> tuple[str, str]:
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
     """How many verdicts of each word (``not_reproduced``, ... as metric names)."""
     return {v.replace(" ", "_"): sum(1 for x in verdicts if x.verdict == v) for v in VERDICTS}
+
+
+def summary(verdicts: list[Verdict]) -> str:
+    """One line: "12 claims: 5 reproduced, 2 not reproduced, 4 inconclusive, 1 not testable"."""
+    c = counts(verdicts)
+    return f"{len(verdicts)} claims: " + ", ".join(f"{c[v.replace(' ', '_')]} {v}" for v in VERDICTS)
+
+
+def findings(verdicts: list[Verdict], title: str = "Findings") -> str:
+    """The findings section every report prints: its title, the rule, the counts and the table."""
+    return (f"## {title}\n\n"
+            "Each verdict rests on a 95% paired-bootstrap interval of our difference (test sentences "
+            "resampled, and seeds where there are several): *reproduced* when the interval lies on the "
+            "claimed side of zero (inside the margin, for an equivalence), *not reproduced* when it lies on "
+            "the other side (outside the margin), *inconclusive* when it straddles. The paper column applies "
+            "the same rule where the paper gives a spread or an interval.\n\n"
+            f"{summary(verdicts)}.\n\n" + table(verdicts))
 
 
 def table(verdicts: list[Verdict]) -> str:

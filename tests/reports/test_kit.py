@@ -7,7 +7,8 @@ import pytest
 
 from components.metrics.significance import Interval
 from components.reports.kit import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Claim, PaperEvidence,
-                                    counts, judge, judge_paper, rule, table)
+                                    counts, findings, judge, judge_paper, judge_parts, not_testable, rule, summary,
+                                    table)
 
 
 def _iv(low: float, high: float) -> Interval:
@@ -65,3 +66,27 @@ def test_counts_and_table_come_from_the_verdict_objects():
     assert counts(vs) == {"reproduced": 1, "not_reproduced": 0, "inconclusive": 1, "not_testable": 1}
     lines = table(vs).splitlines()
     assert len(lines) == 2 + len(vs) and lines[2].endswith("**reproduced** |")
+
+
+PEAK = Claim("peak", "novel rate peaks at T = 1", "T=1", "T≠1")
+
+
+def test_a_shape_claim_is_judged_part_by_part():
+    both = judge_parts(PEAK, "mt", [("T1−T0.5", _iv(0.5, 2.0)), ("T1−T2", _iv(0.1, 1.0))])
+    assert both.verdict == REPRODUCED and "T1−T2" in both.evidence() and both.interval is None
+    one_open = judge_parts(PEAK, "mt", [("T1−T0.5", _iv(0.5, 2.0)), ("T1−T2", _iv(-0.2, 1.0))])
+    assert one_open.verdict == INCONCLUSIVE
+    one_wrong = judge_parts(PEAK, "mt", [("T1−T0.5", _iv(-2.0, -0.5)), ("T1−T2", _iv(-0.2, 1.0))])
+    assert one_wrong.verdict == NOT_REPRODUCED
+    missing = judge_parts(PEAK, "mt", [("T1−T0.5", _iv(0.5, 2.0)), ("T1−T2", None)])
+    assert missing.verdict == NOT_TESTABLE and "T1−T2" in missing.reason
+    rec = both.record()
+    assert rec["verdict"] == REPRODUCED and set(rec["parts"]) == {"T1−T0.5", "T1−T2"}
+
+
+def test_records_and_findings_come_from_the_verdicts():
+    vs = [judge(BEATS, "ner", _iv(0.3, 2.0)), not_testable(SAME, "pos", "the premise fails on pos")]
+    assert vs[0].record()["low"] == 0.3 and vs[1].record()["reason"] == "the premise fails on pos"
+    text = findings(vs)
+    assert summary(vs) == "2 claims: 1 reproduced, 0 not reproduced, 0 inconclusive, 1 not testable"
+    assert summary(vs) in text and table(vs) in text
