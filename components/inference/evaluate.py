@@ -22,18 +22,21 @@ from components.data.batching import TaggingDataset, decode_dataset
 from components.data.vocab import Vocab
 from components.energies.base import require
 from components.energies.chain import ChainEnergy, FixedPotentials
-from components.metrics.tagging import tagging_scores
+from components.metrics.tagging import sentence_stats, tagging_scores
 
 
 @torch.no_grad()
 def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Vocab, metric: str, *,
                        batch_size: int = 64, device: str | torch.device = "cpu", instances: bool = False):
-    """-> metrics, or (metrics, per-instance arrays ``energy`` [n] and ``relaxed_energy`` [n] (NaN
-    for methods without a relaxed output), in dataset order) when ``instances``."""
+    """-> metrics, or (metrics, per-instance arrays ``energy`` [n], ``relaxed_energy`` [n] (NaN
+    for methods without a relaxed output), ``gold_energy`` [n] and ``stats`` [n, d] — the metric's
+    per-sentence sufficient statistics, ``components.metrics.tagging.sentence_stats`` — in dataset
+    order) when ``instances``."""
     require(energy, ChainEnergy, "evaluate_inference")
     energy.eval()
     inst_e = torch.full((len(ds),), float("nan"), dtype=torch.float64)
     inst_r = torch.full((len(ds),), float("nan"), dtype=torch.float64)
+    inst_g = torch.full((len(ds),), float("nan"), dtype=torch.float64)
     acc = {"gold": 0.0, "pred": 0.0, "seconds": 0.0}
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
 
@@ -45,7 +48,9 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
         res = method(fixed, batch)
         sync()
         acc["seconds"] += time.perf_counter() - t0
-        acc["gold"] += float(p.energy(batch.tags).sum())
+        e_g = p.energy(batch.tags)
+        acc["gold"] += float(e_g.sum())
+        inst_g[batch.index.cpu()] = e_g.double().cpu()
         e_b = p.energy(res.labels)
         acc["pred"] += float(e_b.sum())
         inst_e[batch.index.cpu()] = e_b.double().cpu()
@@ -54,7 +59,8 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
         return res.labels
 
     preds = decode_dataset(ds, decode, labels, batch_size=batch_size, device=device)
-    out = tagging_scores(metric, [s.tags for s in ds.sentences], preds)
+    gold = [s.tags for s in ds.sentences]
+    out = tagging_scores(metric, gold, preds)
     n, seconds = len(ds), acc["seconds"]
     out.update({"energy_gold": acc["gold"] / n, "energy_pred": acc["pred"] / n,
                 "decode_seconds": seconds, "decode_sentences_per_s": n / max(seconds, 1e-9),
@@ -62,5 +68,6 @@ def evaluate_inference(energy: Any, method: Any, ds: TaggingDataset, labels: Voc
     if not torch.isnan(inst_r).all():
         out["energy_relaxed"] = float(inst_r.mean())
     if instances:
-        return out, {"energy": inst_e.numpy(), "relaxed_energy": inst_r.numpy()}
+        return out, {"energy": inst_e.numpy(), "relaxed_energy": inst_r.numpy(), "gold_energy": inst_g.numpy(),
+                     "stats": sentence_stats(metric, gold, preds)}
     return out

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from components.metrics.bleu import corpus_bleu
+from components.metrics.bleu import corpus_bleu, sentence_stats
 
 
 @torch.no_grad()
@@ -36,7 +36,11 @@ def translate(scorer: Any, method: Any, ds: Any, tgt_vocab: Any, *, batch_size: 
 
 def evaluate_translation(scorer: Any, method: Any, ds: Any, tgt_vocab: Any, *, batch_size: int = 64,
                          device: str | torch.device = "cpu") -> dict[str, Any]:
-    """-> {"score": corpus BLEU, "bleu": the BleuResult, "hypotheses": [...], "decode_seconds"}."""
+    """-> {"score": corpus BLEU, "bleu": the BleuResult, "hypotheses": [...], "decode_seconds",
+    "stats": per-sentence BLEU statistics [n, 10] (``components.metrics.bleu.sentence_stats``, for the
+    paired bootstrap)}."""
     hyps, seconds = translate(scorer, method, ds, tgt_vocab, batch_size=batch_size, device=device)
-    res = corpus_bleu(hyps, list(ds.references))
-    return {"score": res.score, "bleu": res, "hypotheses": hyps, "decode_seconds": seconds}
+    refs = list(ds.references)
+    res = corpus_bleu(hyps, refs)
+    return {"score": res.score, "bleu": res, "hypotheses": hyps, "decode_seconds": seconds,
+            "stats": sentence_stats(hyps, refs)}

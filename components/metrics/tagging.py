@@ -79,6 +79,46 @@ def accuracy(gold: Iterable[Sequence[str]], pred: Iterable[Sequence[str]]) -> di
     return {"accuracy": 100 * c / n if n else 0.0, "n_tokens": float(n)}
 
 
+ACCURACY_COLUMNS = ("correct", "tokens")
+SPAN_F1_COLUMNS = ("tp", "predicted", "gold")
+
+
+def sentence_stats(metric: str, gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> "np.ndarray":
+    """Per-sentence sufficient statistics of ``metric`` ``[n, d]``: ``accuracy`` -> ``[correct,
+    tokens]`` (:data:`ACCURACY_COLUMNS`), ``span_f1`` -> ``[tp, predicted, gold]`` spans
+    (:data:`SPAN_F1_COLUMNS`). Summed over sentences and scored by :func:`stats_score` they give
+    :func:`tagging_scores`'s ``score``; the paired bootstrap resamples their rows
+    (``components.metrics.significance``)."""
+    import numpy as np
+    rows = []
+    for i, (g, p) in enumerate(zip(gold, pred, strict=True)):
+        if len(g) != len(p):
+            raise ValueError(f"sentence_stats: sentence {i} has {len(g)} gold tags but {len(p)} predicted")
+        if metric == "accuracy":
+            rows.append((sum(a == b for a, b in zip(g, p)), len(g)))
+        elif metric == "span_f1":
+            gs, ps = spans(g), spans(p)
+            rows.append((len(gs & ps), len(ps), len(gs)))
+        else:
+            raise ValueError(f"unknown tagging metric {metric!r}: expected 'accuracy' or 'span_f1'")
+    width = len(ACCURACY_COLUMNS) if metric == "accuracy" else len(SPAN_F1_COLUMNS)
+    return np.asarray(rows, dtype=np.float64).reshape(-1, width)
+
+
+def stats_columns(metric: str) -> tuple[str, ...]:
+    """The columns of :func:`sentence_stats` for ``metric``."""
+    if metric not in ("accuracy", "span_f1"):
+        raise ValueError(f"unknown tagging metric {metric!r}: expected 'accuracy' or 'span_f1'")
+    return ACCURACY_COLUMNS if metric == "accuracy" else SPAN_F1_COLUMNS
+
+
+def stats_score(metric: str):
+    """The score (percent) of summed :func:`sentence_stats`: accuracy or span F1 (vectorised)."""
+    from components.metrics.significance import f1_score, ratio_score
+    stats_columns(metric)
+    return ratio_score() if metric == "accuracy" else f1_score()
+
+
 def tagging_scores(metric: str, gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, float]:
     """``metric`` is ``accuracy`` or ``span_f1``; the headline number is under ``score``."""
     if metric == "accuracy":

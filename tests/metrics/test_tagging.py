@@ -55,3 +55,17 @@ def test_self_f1_is_100_when_spans_exist(seqs):
     m = span_f1(seqs, seqs)
     n = sum(len(spans(s)) for s in seqs)
     assert m["f1"] == (100.0 if n else 0.0)
+
+
+def test_per_sentence_statistics_sum_to_the_corpus_score():
+    import numpy as np
+    from components.metrics.tagging import sentence_stats, stats_columns, stats_score, tagging_scores
+    gold = [["B-PER", "I-PER", "O"], ["O", "B-LOC"], ["B-ORG", "O", "B-PER", "I-PER"]]
+    pred = [["B-PER", "I-PER", "O"], ["B-LOC", "O"], ["B-ORG", "O", "B-PER", "O"]]
+    for metric in ("accuracy", "span_f1"):
+        st = sentence_stats(metric, gold, pred)
+        assert st.shape == (3, len(stats_columns(metric)))
+        assert float(stats_score(metric)(st.sum(0))) == pytest.approx(tagging_scores(metric, gold, pred)["score"])
+    assert np.array_equal(sentence_stats("span_f1", gold, pred)[2], [1, 2, 2])   # B-ORG right, PER cut short
+    with pytest.raises(ValueError, match="sentence 1"):
+        sentence_stats("accuracy", gold, [pred[0], ["O"], pred[2]])
