@@ -55,7 +55,7 @@ class StageBusy(RuntimeError):
     """Another process is running the same stage."""
 
 
-_state: dict[str, object] = {"signal": None, "tune": False, "installed": False, "defer": False}
+_state: dict[str, object] = {"signal": None, "tune": False, "installed": False, "defer": ""}
 
 
 def interrupted() -> int | None:
@@ -67,7 +67,7 @@ def _on_signal(signum: int, frame) -> None:
     if _state["defer"]:                  # the stage is stopping its Ray processes: let it finish that
         if _state["signal"] is None:
             _state["signal"] = signum
-        log.warning("%s while the stage shuts Ray down: it stops once that is done", signal.Signals(signum).name)
+        log.warning("%s while %s: the stage stops once that is done", signal.Signals(signum).name, _state["defer"])
         return
     first = _state["signal"] is None
     _state["signal"] = signum
@@ -96,11 +96,12 @@ def handlers_installed() -> bool:
 
 
 @contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """A block a signal must not cut short (the shutdown of the local Ray processes: cut, it leaves
-    Ray's agents running): a SIGINT / SIGTERM during it is recorded (:func:`interrupted`), not raised."""
+def signals_deferred(what: str = "Ray shuts down") -> Iterator[None]:
+    """A block a signal must not cut short (the start or the shutdown of the local Ray processes: cut,
+    it leaves Ray's agents running): a SIGINT / SIGTERM during it is recorded (:func:`interrupted`),
+    not raised. ``what``: the block, for the log line."""
     before = _state["defer"]
-    _state["defer"] = True
+    _state["defer"] = what
     try:
         yield
     finally:

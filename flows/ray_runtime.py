@@ -10,11 +10,12 @@ folder by the caller (:func:`copy_checkpoint`).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from components.config import ConfigError, ResourcesConfig
 from flows import progress
@@ -30,14 +31,38 @@ def init_ray(num_cpus: int | None = None) -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     address = os.environ.get("RAY_ADDRESS")
     env = {"worker_process_setup_hook": "flows.ray_runtime.quiet_worker"}
-    if address:
-        ray.init(address=address, log_to_driver=True, runtime_env=env)
-    else:
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
-                 configure_logging=True, logging_level="WARNING", runtime_env=env)
-    from flows.lifecycle import reinstall_signal_handlers
-    reinstall_signal_handlers()      # ray.init replaced the stage's SIGTERM handler by its sys.exit
+    from flows.lifecycle import StageInterrupted, interrupted, reinstall_signal_handlers, signals_deferred
+    # a signal while Ray starts is recorded, not raised (a start cut short leaves its agents running);
+    # the stage stops right after, through its usual path (its Ray shut down, then exit 128 + signal)
+    with _stage_keeps_sigterm(), signals_deferred("Ray starts"):
+        if address:
+            ray.init(address=address, log_to_driver=True, runtime_env=env)
+        else:
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
+                     configure_logging=True, logging_level="WARNING", runtime_env=env)
+    reinstall_signal_handlers()      # in case a handler was replaced by a path _stage_keeps_sigterm missed
+    if interrupted() is not None:
+        raise StageInterrupted(interrupted())
+
+
+@contextlib.contextmanager
+def _stage_keeps_sigterm() -> Iterator[None]:
+    """In a stage process (its handlers installed), ``ray.init`` must not replace the stage's SIGTERM
+    handler: Ray sets its own (``sys.exit``) at the start of ``ray.init``, so a SIGTERM in the 1-3 s
+    of the start exited 15 and left Ray's agents running (found by the crash harness). Ray installs
+    it through ``ray._private.utils.set_sigterm_handler``, made a no-op here while Ray starts."""
+    from flows.lifecycle import handlers_installed
+    if not handlers_installed():
+        yield
+        return
+    import ray._private.utils as ray_utils
+    original = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = original
 
 
 def quiet_worker() -> None:

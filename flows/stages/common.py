@@ -32,6 +32,7 @@ import math
 import os
 import sys
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +180,7 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
         outer = tracker.run_tags()
         tracker.set_provenance({**outer, **provenance, DRIVER_TAG: driver_id()})
         reaper = start_reaper(tracker.tracking_uri or None, study_url)
+        finished = False
         t0 = time.perf_counter()
         try:
             with tracker.start_run(name, tags=tags) as run_id:
@@ -192,6 +194,7 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
                 results, timings = (dict(metrics), {}) if timings_are_results(run) else split_run_facts(metrics)
                 metrics["stage_seconds"] = timings["stage_seconds"] = seconds
                 tracker.log_metrics(numeric(metrics))
+            finished = True
         except BaseException as e:       # the trials' and sweeps' runs this stage left open end with it
             with signals_deferred():      # stop the trials still running before closing their runs
                 shutdown_ray()
@@ -202,7 +205,10 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
             if handlers_installed():      # a stage process: its Ray processes end before its reaper does,
                 with signals_deferred():  # and not at interpreter exit, where a signal would cut it short
                     shutdown_ray()
-            stop_reaper(reaper)
+            if finished or not handlers_installed():
+                stop_reaper(reaper)
+            # else a stage process that failed or was stopped: its reaper stays, and once this process
+            # is gone it stops whatever it left (a Ray start or shutdown cut short) and closes its records
         write_json(metrics_path(root, stage, task), results)
         write_json(timings_path(root, stage, task), timings)
         shutil.rmtree(ray_storage(root, name), ignore_errors=True)    # finished: nothing left to resume
@@ -235,10 +241,32 @@ def main(stage: str, argv: list[str] | None = None) -> None:
     except StageInterrupted as e:
         print(f"{stage}: {e}; nothing was recorded as finished. Running the stage again resumes its "
               f"sweeps from .ray_results/ (`make clean-runs` discards them).", file=sys.stderr)
-        raise SystemExit(e.exit_code) from None
+        _exit(e.exit_code)
     except KeyboardInterrupt:
         print(f"{stage}: interrupted; nothing was recorded as finished.", file=sys.stderr)
-        raise SystemExit(130) from None
+        _exit(130)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
-        raise SystemExit(1) from e
+        _exit(1, e)
+    except SystemExit as e:
+        if e.code in (signal.SIGTERM, signal.SIGINT) and interrupted() == e.code:
+            # a library's handler turned our signal into sys.exit(signum): still 128 + signal
+            print(f"{stage}: interrupted by {signal.Signals(e.code).name}; nothing was recorded as finished.",
+                  file=sys.stderr)
+            _exit(128 + e.code)
+        raise
+
+
+def _exit(code: int, cause: BaseException | None = None) -> None:
+    """End a stage process that failed or was stopped with ``code``. When it ran Ray, its Ray is
+    already shut down (:func:`run_stage`), and the interpreter's own teardown is skipped: Ray's
+    libraries crashed there with a segfault (status -11 instead of 130; found by the crash harness)."""
+    if "ray" not in sys.modules:
+        raise SystemExit(code) from cause
+    if cause is not None:
+        import traceback
+        traceback.print_exception(cause, file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -153,7 +153,7 @@ def test_signals_abort_outside_a_sweep_and_stop_tune_inside_one():
             signal.signal(s, h)
         os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
         # this process is pytest's, not a stage's: a later ray.init must not put the handlers back
-        lifecycle._state.update(signal=None, tune=False, installed=False, defer=False)
+        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
 
 
 def test_a_stage_whose_parent_dies_stops_instead_of_running_on_as_an_orphan(tmp_path):
@@ -256,7 +256,7 @@ def test_handlers_replaced_by_a_library_are_put_back():
         for s, h in old.items():
             signal.signal(s, h)
         os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        lifecycle._state.update(signal=None, tune=False, installed=False, defer=False)
+        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
 
 
 def test_a_signal_while_ray_shuts_down_is_deferred_not_raised():
@@ -275,4 +275,36 @@ def test_a_signal_while_ray_shuts_down_is_deferred_not_raised():
         for s, h in old.items():
             signal.signal(s, h)
         os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        lifecycle._state.update(signal=None, tune=False, installed=False, defer=False)
+        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
+
+
+def test_a_sigterm_while_ray_starts_keeps_the_stages_handler_and_stops_after_the_start(monkeypatch):
+    """``ray.init`` installs its SIGTERM handler (``sys.exit``) at its start: a SIGTERM in that
+    window exited 15 and left Ray's agents running (found by the crash harness). Now Ray's handler
+    is never installed in a stage process, the signal is deferred until Ray has started, and the
+    stage then stops as interrupted (exit 143 through its usual path)."""
+    import ray
+    import ray._private.utils as ray_utils
+    from flows import ray_runtime
+
+    def fake_init(**kwargs):                               # what ray.init does first, then a SIGTERM mid-start
+        ray_utils.set_sigterm_handler(lambda signum, frame: sys.exit(signum))
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)
+        fake_init.finished = True
+
+    monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        lifecycle.install_signal_handlers()
+        with pytest.raises(StageInterrupted) as e:
+            ray_runtime.init_ray()
+        assert fake_init.finished and e.value.exit_code == 143
+        assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+        assert ray_utils.set_sigterm_handler.__name__ == "set_sigterm_handler"     # restored after the start
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
