@@ -116,8 +116,10 @@ def reinstall_signal_handlers() -> None:
     if not _state["installed"] or threading.current_thread() is not threading.main_thread():
         return
     for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not _on_signal:
-            signal.signal(signum, _on_signal)
+        # always set, even when Python's table still names ours: a C++ library (Ray's core worker
+        # installs absl's failure handler for SIGTERM) replaces the handler below Python's table,
+        # where ``signal.getsignal`` cannot see it (found by the crash harness: exit -6)
+        signal.signal(signum, _on_signal)
 
 
 @contextlib.contextmanager

@@ -308,3 +308,30 @@ def test_a_sigterm_while_ray_starts_keeps_the_stages_handler_and_stops_after_the
             signal.signal(s, h)
         os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
         lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
+
+
+def test_after_a_real_ray_start_a_sigterm_reaches_the_stages_handler(tmp_path):
+    """Ray's core worker installs absl's failure handler for SIGTERM below Python's signal table
+    (``signal.getsignal`` still names the stage's handler): a SIGTERM then logged "*** SIGTERM
+    received" and the process aborted (exit -6; found by the crash harness). ``init_ray`` puts the
+    stage's handler back at the C level too."""
+    script = textwrap.dedent("""
+        import os, signal, time
+        from flows import lifecycle, ray_runtime
+        lifecycle.install_signal_handlers()
+        ray_runtime.init_ray(num_cpus=1)
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2)
+        except lifecycle.StageInterrupted as e:
+            print("interrupted", e.exit_code, flush=True)
+        with lifecycle.signals_deferred():
+            ray_runtime.shutdown_ray()
+        os._exit(0)
+    """)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=180,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "interrupted 143" in p.stdout and "SIGTERM received" not in p.stderr, p.stderr[-3000:]
