@@ -2,11 +2,12 @@ r"""Chapter 6 of Goyal's thesis (``papers/goyal-thesis-exposure-bias-label-bias-
 the implicit energy networks behind masked language models via Metropolis-Hastings"): Table 6.1 and Figure 6.1
 (MLM, PLL and LL training of E_raw on data whose sequence space can be enumerated, Sec. 6.2.3), Figures 6.2-6.4
 and Tables 6.2-6.6 (MH samplers with MLM proposals for E_raw / E_norm against degenerate Gibbs sampling,
-Sec. 6.6-6.8), with our runs beside the thesis's numbers, an R-hat / ESS table, a findings table whose verdicts
-are computed from the numbers, four figures and the CMLM's learning curve.
+Sec. 6.6-6.8), with our runs beside the thesis's numbers, an R-hat / ESS table, the findings of the report kit
+(:data:`CLAIMS`, judged by ``components.reports.kit`` on paired-bootstrap intervals of per-item statistics:
+:func:`report_verdicts`), four figures and the CMLM's learning curve.
 
 Inputs (either may be ``None`` or lack any section / key; what is missing reads "not run" in the tables and
-"not testable here" in the findings):
+*not testable* in the findings, with the reason):
 
 ``metrics/mlm_exact.json`` (Sec. 6.2.3)::
 
@@ -23,7 +24,7 @@ Inputs (either may be ``None`` or lack any section / key; what is missing reads 
     {"model": {"dev_masked_loss", "dev_unigram_loss", "dev_length_accuracy", "n_train", "src_vocab", "tgt_vocab",
                "curve": [{"epoch", "dev_token_loss", "dev_unigram_loss", "dev_bleu" (may be null / absent)}, ...]},
      "settings": {"chains", "burn_in", "sweeps", "sentences", "max_source_len", "full_sentences", ...},
-     "runs": [{"group": "main" | "random_start" | "temperature" | "nucleus" | "block" | "anneal" | "full", "value",
+     "runs": [{"name": the configuration's name in the statistics files, "group": "main" | "random_start" | "temperature" | "nucleus" | "block" | "anneal" | "full", "value",
                "config": {the sampler's settings, e.g. "init", "start_noise"},
                "scheme": "raw" | "norm" | "deg", "block": "single" | "annealed", "e_norm", "accept", "novel",
                "bleu", "bleu_best", "bleu_final",
@@ -31,6 +32,12 @@ Inputs (either may be ``None`` or lack any section / key; what is missing reads 
                "rhat": {"median", "max", "frac_below_1_1"}, "ess_bulk": {"median", "min"},
                "seconds", "proposals", "forward_passes"}, ...],
      "baselines": {"mask_predict": {"bleu", "iterations", "length_candidates"}, "warm_start": {"bleu"}}}
+
+Per-item statistics (``significance.load_stats`` of each file, keyed ``"<stage>/<file stem>"``):
+``mlm_exact/<row>`` and ``mlm_exact/figure`` (``flows/stages/mlm_exact.py``: systems ``<objective>:nll``,
+``:neg_pll``, ``:neg_mlm``, ``<method>@<size>:nll``, ``dpll:nll``; per held-out sequence) and ``mcmc/bleu``,
+``mcmc/e_norm`` (with ``<name>@early`` / ``@late``), ``mcmc/accept``, ``mcmc/novel``, ``mcmc/bleu_full``
+(``flows/stages/mcmc.py``: systems are run names, ``[chains, sentences, d]``).
 
 Schemes are whatever the runs name: the thesis's ``raw``, ``norm`` and ``deg`` are compared with its
 numbers and tested by the findings; any other scheme (a new sampler) is listed beside them in the tables and
@@ -48,20 +55,18 @@ thesis reports E_norm ×10⁻³ in Tables 6.2-6.4, ours is in nats per sentence.
 
 Public API: :data:`PAPER_TABLE6_1` ... :data:`PAPER_TABLE6_6`, :data:`PAPER_SEC6_6`, :func:`table_6_1`,
 :func:`table_figure_6_1`, :func:`table_figure_6_2`, :func:`table_6_2`, :func:`table_6_3`, :func:`table_6_4`,
-:func:`table_6_5`, :func:`table_6_6`, :func:`table_mixing`, :func:`findings`, :func:`findings_table`,
+:func:`table_6_5`, :func:`table_6_6`, :func:`table_mixing`, :data:`CLAIMS`, :func:`report_verdicts`,
 :func:`figure_6_1` ... :func:`figure_6_4`, :func:`figure_cmlm_curve`, :func:`cmlm_curve_text`, :func:`readme`,
 :func:`write_report`.
 """
 from __future__ import annotations
 
 import math
-import statistics
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import matplotlib
 import numpy as np
-from scipy import stats
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -71,11 +76,10 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from components.io import atomic_path, write_text  # noqa: E402
+from components.metrics.significance import Interval, bleu_score, mean_score, paired_bootstrap  # noqa: E402
+from components.reports import kit  # noqa: E402
 from components.reports.curves import close, legend_below  # noqa: E402
 
-REPRODUCED, PARTIAL, NOT_REPRODUCED = "reproduced", "partially reproduced", "not reproduced"
-NOT_DISTINGUISHABLE, NOT_TESTABLE = "not distinguishable", "not testable here"
-VERDICTS = (REPRODUCED, PARTIAL, NOT_REPRODUCED, NOT_DISTINGUISHABLE, NOT_TESTABLE)
 NOT_RUN = "not run"
 
 EXACT_ROWS = ("p-1k", "p-10k", "h-1k", "h-10k", "h-1k+", "h-10k+", "phoneme")
@@ -252,72 +256,6 @@ def _settings_line(settings: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# comparisons
-_OK, _BAD, _TIE = "holds", "fails", "within noise"
-
-
-class _Side:
-    """One number of a comparison: a name, a value and (several seeds) its sd."""
-
-    def __init__(self, name: str, value: float, sd: float | None = None):
-        self.name, self.value, self.sd = name, value, sd
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.value:.2f}" + (f" ± {self.sd:.2f}" if self.sd is not None else "")
-
-
-def _noise(*sides: _Side) -> float | None:
-    """The seeds' spread of a comparison: root mean square of the sds known (None when none is)."""
-    sds = [s.sd for s in sides if s.sd is not None]
-    return math.sqrt(sum(s * s for s in sds) / len(sds)) if sds else None
-
-
-def _check(a: _Side, rel: str, b: _Side) -> tuple[str, str]:
-    """Status of "a rel b" (rel in <, ≤, >, ≥) and its text. When the sides have an sd and |a − b| ≤ their
-    pooled sd, a strict relation is "within noise" and a non-strict one holds (equality is allowed)."""
-    lower = rel in ("<", "≤")
-    margin = (b.value - a.value) if lower else (a.value - b.value)
-    noise = _noise(a, b)
-    if noise is not None and noise > 0 and abs(margin) <= noise:
-        status = _TIE if rel in ("<", ">") else _OK
-        note = f" (|Δ| ≤ sd {noise:.2f})"
-    else:
-        status = _OK if (margin > 0 or (margin == 0 and rel in ("≤", "≥"))) else _BAD
-        note = ""
-    sym = rel if status != _BAD else {"<": "≮", "≤": ">", ">": "≯", "≥": "<"}[rel]
-    return status, f"{a} {sym} {b}{note}"
-
-
-def _aggregate(statuses: Sequence[str]) -> str:
-    """All hold: reproduced; more than half hold: partially; none fails (the rest within noise): not
-    distinguishable; else not reproduced. Nothing tested: not testable here."""
-    n = len(statuses)
-    if n == 0:
-        return NOT_TESTABLE
-    ok = sum(s == _OK for s in statuses)
-    if ok == n:
-        return REPRODUCED
-    if ok > n / 2:
-        return PARTIAL
-    return NOT_DISTINGUISHABLE if _BAD not in statuses else NOT_REPRODUCED
-
-
-def _count(statuses: Sequence[str]) -> str:
-    return f"{sum(s == _OK for s in statuses)}/{len(statuses)} hold"
-
-
-def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (``scipy.stats.spearmanr``: average ranks for ties); None for unequal lengths,
-    fewer than 2 points or a constant side."""
-    if len(xs) != len(ys) or len(xs) < 2:
-        return None
-    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-    if (x == x[0]).all() or (y == y[0]).all():
-        return None
-    return float(stats.spearmanr(x, y).statistic)
-
-
-# ---------------------------------------------------------------------------------------------
 # reading metrics/mlm_exact.json
 def _exact_rows(exact: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     table = exact.get("table")
@@ -333,27 +271,14 @@ def _obj(entry: Any, obj: str) -> Mapping[str, Any] | None:
     return o if isinstance(o, Mapping) else None
 
 
-def _nll_side(entry: Any, obj: str) -> tuple[_Side | None, str]:
-    """The NLL of the ``obj``-trained model of a Table 6.1 row, or (None, why)."""
-    o = _obj(entry, obj)
-    if o is None:
-        return None, f"{OBJECTIVE_LABEL[obj]} not run"
-    if o.get("failed"):
-        return None, f"{OBJECTIVE_LABEL[obj]} did not train"
-    nll = _finite(o.get("nll"))
-    if nll is None:
-        return None, f"no NLL for {OBJECTIVE_LABEL[obj]}"
-    sd = _finite(o.get("nll_sd")) if _seeds(entry) > 1 else None
-    return _Side(OBJECTIVE_LABEL[obj], nll, sd), ""
-
-
-def _fig_side(fig: Mapping[str, Any], method: str, i: int) -> _Side | None:
+def _fig_point(fig: Mapping[str, Any], method: str, i: int) -> tuple[float, float | None] | None:
+    """(NLL, its sd over seeds or None) of ``method`` at the ``i``-th training size of Figure 6.1."""
     vals = _get(fig, "nll", method)
     if not isinstance(vals, Sequence) or i >= len(vals) or _finite(vals[i]) is None:
         return None
     sds = _get(fig, "sd", method)
     sd = _finite(sds[i]) if isinstance(sds, Sequence) and i < len(sds) and _seeds(fig) > 1 else None
-    return _Side(FIG_LABEL[method], float(vals[i]), sd)
+    return float(vals[i]), sd
 
 
 def _sizes(fig: Mapping[str, Any]) -> list[float | None]:
@@ -525,9 +450,9 @@ def table_figure_6_1(exact: Mapping[str, Any] | None) -> str:
     for i, size in enumerate(_sizes(fig)):
         cells = []
         for m in FIG_METHODS:
-            side = _fig_side(fig, m, i)
+            side = _fig_point(fig, m, i)
             cells.append("—" if side is None else
-                         f"{side.value:.2f}" + (f" ± {side.sd:.2f}" if side.sd is not None else ""))
+                         f"{side[0]:.2f}" + (f" ± {side[1]:.2f}" if side[1] is not None else ""))
         rows.append([_g(size), *cells])
     md = _md_table(["training size", *[FIG_LABEL[m] for m in FIG_METHODS]], rows) if rows else \
         "_No training sizes recorded._\n"
@@ -551,11 +476,11 @@ def figure_6_1(exact: Mapping[str, Any] | None) -> Figure:
     if isinstance(fig_m, Mapping):
         sizes = _sizes(fig_m)
         for k, m in enumerate(FIG_METHODS):
-            pts = [(s, side) for i, s in enumerate(sizes) if s is not None and (side := _fig_side(fig_m, m, i))]
+            pts = [(s, side) for i, s in enumerate(sizes) if s is not None and (side := _fig_point(fig_m, m, i))]
             if pts:
                 drawn = True
-                sds = [p[1].sd for p in pts]
-                ax.errorbar([p[0] for p in pts], [p[1].value for p in pts],
+                sds = [p[1][1] for p in pts]
+                ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts],
                             yerr=[v or 0.0 for v in sds] if any(sds) else None, fmt="o-", capsize=3,
                             label=FIG_LABEL[m], color=plt.get_cmap("tab10").colors[k])
         true = _finite(fig_m.get("true"))
@@ -811,455 +736,389 @@ def table_mixing(mcmc: Mapping[str, Any] | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# findings
-Result = tuple[str, str]    # (verdict, text)
+# findings: the chapter's claims as data (components.reports.kit), the systems each claim pairs, and
+# the per-sentence statistics they are judged on (metrics/stats/mcmc/*.npz, metrics/stats/mlm_exact/*.npz)
 
-
-def _not_testable(why: str) -> Result:
-    return NOT_TESTABLE, why
-
-
-def _claim1_rows(rows: Mapping[str, Mapping[str, _Side | str]]) -> Result:
-    statuses, texts, untested = [], [], []
-    for name, sides in rows.items():
-        bad = [v for v in sides.values() if isinstance(v, str)]
-        if bad:
-            untested.append(f"{name} ({'; '.join(bad)})")
-            continue
-        ll, pll, mlm = sides["ll"], sides["pll"], sides["mlm"]
-        s1, t1 = _check(ll, "≤", pll)
-        s2, t2 = _check(pll, "<", mlm)
-        st = _BAD if _BAD in (s1, s2) else _TIE if _TIE in (s1, s2) else _OK
-        statuses.append(st)
-        texts.append(f"{name}: {t1}, {t2}" + ("" if st == _OK else f" [{st}]"))
-    if not statuses:
-        return _not_testable("no row with LL, PLL and MLM all trained"
-                             + (f": {'; '.join(untested)}" if untested else ""))
-    text = f"{sum(x == _OK for x in statuses)}/{len(statuses)} rows hold — " + "; ".join(texts)
-    return _aggregate(statuses), text + (f"; untested: {'; '.join(untested)}" if untested else "")
-
-
-def _finding1(exact: Mapping[str, Any]) -> Result:
-    rows = {}
-    for name, e in _exact_rows(exact).items():
-        got = {o: _nll_side(e, o) for o in OBJECTIVES}
-        rows[name] = {o: (g[0] if g[0] is not None else g[1]) for o, g in got.items()}
-    return _claim1_rows(rows)
-
-
-def _paper1() -> str:
-    rows = {n: {o: (_Side(OBJECTIVE_LABEL[o], p["nll"][o]) if p["nll"][o] is not None else
-                    f"{OBJECTIVE_LABEL[o]}: –") for o in OBJECTIVES} for n, p in PAPER_TABLE6_1.items()}
-    verdict, text = _claim1_rows(rows)
-    return "Table 6.1: " + text + ("" if verdict == REPRODUCED else f" ({verdict} in the thesis)")
-
-
-def _finding2(exact: Mapping[str, Any]) -> Result:
-    fig = exact.get("figure")
-    if not isinstance(fig, Mapping):
-        return _not_testable("Figure 6.1 analog not run")
-    sizes = _sizes(fig)
-    idx = [i for i, s in enumerate(sizes) if s is not None]
-    if not idx:
-        return _not_testable("no training sizes recorded")
-    small = min(idx, key=lambda i: sizes[i])
-    statuses, texts = [], []
-    pl = _fig_side(fig, "pll", small)
-    if pl is None:
-        return _not_testable(f"no PL-only NLL at the smallest size {_g(sizes[small])}")
-    for m in ("kl", "kl_pl"):
-        side = _fig_side(fig, m, small)
-        if side is None:
-            texts.append(f"{FIG_LABEL[m]}: not run")
-            continue
-        s, t = _check(side, "<", pl)
-        statuses.append(s)
-        texts.append(t)
-    per_size = []
-    for i in idx:
-        pl_i = _fig_side(fig, "pll", i)
-        won = [m for m in ("kl", "kl_pl") if pl_i and (s_ := _fig_side(fig, m, i)) and _check(s_, "<", pl_i)[0] == _OK]
-        per_size.append(f"{_g(sizes[i])}: {'+'.join(won) if won else 'neither'}")
-    return _aggregate(statuses), (f"smallest size {_g(sizes[small])}: " + "; ".join(texts)
-                                  + f" — {_count(statuses)}; beating PL-only clearly per size: "
-                                  + ", ".join(per_size))
-
-
-def _finding3(exact: Mapping[str, Any]) -> Result:
-    fig = exact.get("figure")
-    if not isinstance(fig, Mapping):
-        return _not_testable("Figure 6.1 analog not run")
-    dpll = _finite(_get(fig, "dpll", "nll"))
-    if dpll is None:
-        return _not_testable("no DPLL (pretrained MLM alone) NLL recorded")
-    d = _Side("DPLL", dpll)
-    statuses, worst = [], []
-    for i, size in enumerate(_sizes(fig)):
-        for m in FIG_METHODS:
-            side = _fig_side(fig, m, i)
-            if side is None:
-                continue
-            s, t = _check(side, "<", d)
-            statuses.append(s)
-            if s != _OK:
-                worst.append(f"{_g(size)}: {t}")
-    if not statuses:
-        return _not_testable("no fine-tuned NLL recorded")
-    return _aggregate(statuses), (f"DPLL {dpll:.2f}; fine-tuned (method × size) below it: {_count(statuses)}"
-                                  + (f"; not below: {'; '.join(worst)}" if worst else ""))
-
-
-#: Below this dev BLEU (mask-predict) the model's translations are noise, so BLEU comparisons between
-#: samplers say nothing: the findings then judge on the energies alone, and a BLEU-only finding is
-#: "not testable here" (as the goyal_2019 report treats translation rows under its min_bleu).
+#: Below this dev BLEU (mask-predict) the CMLM's translations are noise: a BLEU claim is not testable
+#: (a model that did not learn), and the energy claims stand alone.
 MIN_BLEU = 5.0
+#: The thesis's proposal temperatures around T = 1 that a peak at T = 1 needs beside it (Table 6.2).
+PEAK_NEIGHBOURS = (1.5, 0.8)
 
+_T1 = PAPER_TABLE6_2[1.0]
+_BIND = "the binding part: the comparison of the conjunction closest to failing"
+
+
+def _pe(a: float | None, b: float | None, source: str) -> kit.PaperEvidence:
+    return kit.PaperEvidence(a=a, b=b, source=source)
+
+
+_PLOT = kit.PaperEvidence(source="plot, no numbers")
+_P61 = PAPER_TABLE6_1
+
+#: The chapter's claims, as it states them (``a - b`` has the claimed sign, or |a - b| < margin). A claim
+#: judged over several comparisons (rows, settings, schemes) is a conjunction (``kit.judge_parts``); its
+#: paper evidence is then the conjunction's binding part in the thesis's numbers.
+CLAIMS: dict[str, kit.Claim] = {c.id: c for c in [
+    # Sec. 6.2.3, Table 6.1 and Figure 6.1 (exact NLL on enumerable spaces)
+    kit.Claim("mlm_worse", "MLM training learns worse models than PL or LL training: NLL(MLM-trained) > NLL(PLL-"
+              "trained) and > NLL(LL-trained), in every Table 6.1 row", "NLL, MLM-trained", "NLL, PLL- / LL-trained",
+              paper=_pe(_P61["h-10k+"]["nll"]["mlm"], _P61["h-10k+"]["nll"]["pll"], f"Table 6.1, h-10k+ ({_BIND})")),
+    kit.Claim("pll_near_ll", "PL maximization performs similarly to LL maximization as the data grows: "
+              "|NLL(PLL) − NLL(LL)| < 0.1 nats at the largest training size, every synthetic row",
+              "NLL, PLL-trained", "NLL, LL-trained", kind="equivalence", margin=0.1,
+              paper=_pe(_P61["p-10k"]["nll"]["pll"], _P61["p-10k"]["nll"]["ll"], f"Table 6.1, p-10k ({_BIND})")),
+    kit.Claim("pll_equals_mlm", "PL and MLM training yield similar PL and MLM values on the test set: −PLL of the "
+              "PLL-trained ≈ −MLM of the MLM-trained (margin 0.5 nats a sequence; the thesis's largest gap is "
+              "0.40), every Table 6.1 row", "−PLL, PLL-trained", "−MLM, MLM-trained", kind="equivalence",
+              margin=0.5, paper=_pe(_P61["p-10k"]["neg_pll"], _P61["p-10k"]["neg_mlm"], f"Table 6.1, p-10k ({_BIND})")),
+    kit.Claim("kl_beats_pl", "Both KL projection methods are better than PL-only, especially with little data: "
+              "NLL(KL) and NLL(KL + PL) < NLL(PL-only) at the smallest training size", "NLL, KL / KL + PL",
+              "NLL, PL-only", sign=-1, paper=kit.PaperEvidence(source="Figure 6.1 (plot, no numbers)")),
+    kit.Claim("beats_dpll", "All the methods perform better than the pretrained MLM alone: NLL < NLL(DPLL) for "
+              "PL-only, KL and KL + PL at every training size", "NLL, fine-tuned", "NLL, DPLL", sign=-1,
+              paper=kit.PaperEvidence(source="Figure 6.1 (plot, no numbers)")),
+    # Sec. 6.6, Figure 6.2 (T = 1, single-site)
+    kit.Claim("mh_energy", "The MH samplers (raw, norm) reach lower E_norm than degenerate Gibbs (T = 1)",
+              "E_norm, MH", "E_norm, deg", sign=-1,
+              paper=_pe(_T1["norm"]["e_norm"], _T1["deg"]["e_norm"], "Table 6.2, T = 1 (norm; ×10⁻³)")),
+    kit.Claim("mh_bleu", "The MH samplers (raw, norm) give higher BLEU than degenerate Gibbs (T = 1)", "BLEU, MH",
+              "BLEU, deg", paper=_pe(_T1["norm"]["bleu"], _T1["deg"]["bleu"], "Table 6.2, T = 1 (norm)")),
+    kit.Claim("deg_degrades", "From one shared random start, degenerate Gibbs keeps degrading (E_norm rises from the "
+              "first to the last third of the sampling sweeps) while the MH samplers do not (deg's rise exceeds "
+              "raw's and norm's)", "E_norm change, deg", "0 / E_norm change, MH", paper=kit.PaperEvidence(
+                  source="Figure 6.2 (plot, no numbers)")),
+    kit.Claim("deg_novel_higher", "MH's novel-transition rate is much lower than degenerate Gibbs's at T = 1 (deg "
+              "0.36; raw 0.11, norm 0.13): novel(deg) > novel(raw), novel(norm)", "novel rate, deg",
+              "novel rate, MH", paper=_pe(PAPER_SEC6_6["deg"]["novel"], PAPER_SEC6_6["norm"]["novel"],
+                                          f"Sec. 6.6 text ({_BIND})")),
+    # Sec. 6.7.1-6.7.2, Tables 6.2 and 6.3
+    kit.Claim("novel_peak_T", "The MH (norm) novel-transition rate peaks at T = 1: high-temperature proposals are "
+              "mostly rejected, low-temperature ones rarely new (novel(T = 1) > novel(T) at every other T)",
+              "novel rate at T = 1", "novel rate at T ≠ 1",
+              paper=_pe(PAPER_TABLE6_2[1.0]["norm"]["novel"], PAPER_TABLE6_2[0.8]["norm"]["novel"],
+                        f"Table 6.2, T = 1 vs 0.8 ({_BIND})")),
+    kit.Claim("deg_novel_T", "The degenerate Gibbs novel-transition rate falls as the proposal temperature falls "
+              "(each lower T below the next higher)", "novel rate, higher T", "novel rate, lower T",
+              paper=_pe(PAPER_TABLE6_2[2.0]["deg"]["novel"], PAPER_TABLE6_2[1.5]["deg"]["novel"],
+                        f"Table 6.2, deg T = 2 vs 1.5 ({_BIND})")),
+    kit.Claim("novel_nucleus", "Lowering the nucleus p decreases the novel-transition rate (norm and deg; p = 1 vs "
+              "the smallest p)", "novel rate, p = 1", "novel rate, smallest p",
+              paper=_pe(PAPER_TABLE6_3[1.0]["norm"]["novel"], PAPER_TABLE6_3[0.8]["norm"]["novel"],
+                        f"Table 6.3, norm p = 1 vs 0.8 ({_BIND})")),
+    kit.Claim("mh_robust_T", "MH (norm) performs similarly across all proposal temperatures: BLEU within 3 points of "
+              "its T = 1 BLEU at every T (the thesis's largest gap: 2.49)", "BLEU at T", "BLEU at T = 1",
+              kind="equivalence", margin=3.0, paper=_pe(PAPER_TABLE6_2[0.5]["norm"]["bleu"], _T1["norm"]["bleu"],
+                                                        f"Table 6.2, T = 0.5 ({_BIND})")),
+    kit.Claim("mh_robust_p", "MH (norm) is largely robust across nucleus settings: BLEU within 3 points of its "
+              "p = 1 BLEU at every p (the thesis's largest gap: 2.61)", "BLEU at p", "BLEU at p = 1",
+              kind="equivalence", margin=3.0, paper=_pe(PAPER_TABLE6_3[0.9]["norm"]["bleu"], PAPER_TABLE6_3[1.0]["norm"]["bleu"],
+                                                        f"Table 6.3, p = 0.9 ({_BIND})")),
+    kit.Claim("deg_not_robust_T", "Degenerate Gibbs is not robust to the proposal temperature while MH is: E_norm "
+              "falls more from the highest to the lowest T for deg than for MH (norm)", "E_norm drop, deg",
+              "E_norm drop, norm", paper=_pe(PAPER_TABLE6_2[2.0]["deg"]["e_norm"] - PAPER_TABLE6_2[0.5]["deg"]["e_norm"],
+                                             PAPER_TABLE6_2[2.0]["norm"]["e_norm"] - PAPER_TABLE6_2[0.5]["norm"]["e_norm"],
+                                             "Table 6.2, T = 2 → 0.5 (×10⁻³)")),
+    kit.Claim("deg_not_robust_p", "Degenerate Gibbs is poor under high-entropy nucleus proposals and only improves in "
+              "low-entropy ones, MH is robust: E_norm falls more from p = 1 to the smallest p for deg than for MH "
+              "(norm)", "E_norm drop, deg", "E_norm drop, norm",
+              paper=_pe(PAPER_TABLE6_3[1.0]["deg"]["e_norm"] - PAPER_TABLE6_3[0.8]["deg"]["e_norm"],
+                        PAPER_TABLE6_3[1.0]["norm"]["e_norm"] - PAPER_TABLE6_3[0.8]["norm"]["e_norm"],
+                        "Table 6.3, p = 1 → 0.8 (×10⁻³)")),
+    # Sec. 6.7.3, Table 6.4, Figure 6.3
+    kit.Claim("block_novel", "Block MH (block size annealed) raises the novel-transition rate over single-site MH "
+              "(≈ 0.12 → 0.41; raw and norm)", "novel rate, block", "novel rate, single-site",
+              paper=_pe(PAPER_TABLE6_4["norm"]["novel"], PAPER_SEC6_6["norm"]["novel"],
+                        f"Table 6.4 vs Sec. 6.6, norm ({_BIND})")),
+    kit.Claim("block_energy", "Block MH lowers E_norm over single-site MH (raw and norm)", "E_norm, block",
+              "E_norm, single-site", sign=-1,
+              paper=_pe(PAPER_TABLE6_4["norm"]["e_norm"], _T1["norm"]["e_norm"], "Table 6.4 vs Table 6.2 T = 1, "
+                                                                                  "norm (×10⁻³)")),
+    kit.Claim("block_deg_poor", "The degenerate block Gibbs sampler performs very poorly against block MH: higher "
+              "E_norm than block raw and norm", "E_norm, block MH", "E_norm, block deg", sign=-1,
+              paper=_pe(PAPER_TABLE6_4["norm"]["e_norm"], PAPER_TABLE6_4["deg"]["e_norm"], f"Table 6.4 ({_BIND})")),
+    # Sec. 6.8, Table 6.5, Figure 6.4
+    kit.Claim("anneal_energy", "Annealing the target temperature gives dramatic improvements in E_norm over the same "
+              "MH sampler at T = 1 (raw and norm, every anneal step)", "E_norm, annealed", "E_norm, T = 1", sign=-1,
+              paper=kit.PaperEvidence(source="Figure 6.4 (plot; Table 6.5's E_norm is on another scale than Table "
+                                             "6.2's)")),
+    kit.Claim("anneal_step_accept", "More aggressive annealing schedules have lower acceptance rates (raw and norm; "
+              "each larger step below the next smaller)", "accept, smaller step", "accept, larger step",
+              paper=_pe(PAPER_TABLE6_5[0.04]["norm"]["accept"], PAPER_TABLE6_5[0.06]["norm"]["accept"],
+                        f"Table 6.5, norm 0.04 vs 0.06 ({_BIND})")),
+    kit.Claim("anneal_step_energy", "More aggressive annealing schedules give better (lower) energy values (raw and "
+              "norm; each larger step below the next smaller)", "E_norm, larger step", "E_norm, smaller step",
+              sign=-1, paper=_pe(PAPER_TABLE6_5[0.04]["norm"]["e_norm"], PAPER_TABLE6_5[0.02]["norm"]["e_norm"],
+                                 f"Table 6.5, norm 0.04 vs 0.02 ({_BIND})")),
+    kit.Claim("anneal_step_bleu", "The 0.02 annealing schedule yields the best BLEU (raw and norm; against every "
+              "larger step)", "BLEU, step 0.02", "BLEU, larger step",
+              paper=_pe(PAPER_TABLE6_5[0.02]["norm"]["bleu_best"], PAPER_TABLE6_5[0.04]["norm"]["bleu_best"],
+                        f"Table 6.5 (best BLEU), norm 0.02 vs 0.04 ({_BIND})")),
+    kit.Claim("raw_accepts_more", "Under annealing the raw-energy MH sampler admits larger acceptance rates than the "
+              "locally normalised one (every anneal step)", "accept, raw", "accept, norm",
+              paper=_pe(PAPER_TABLE6_5[0.06]["raw"]["accept"], PAPER_TABLE6_5[0.06]["norm"]["accept"],
+                        f"Table 6.5, step 0.06 ({_BIND})")),
+    kit.Claim("raw_bleu_anneal", "Under annealing the raw energy yields higher BLEU than the locally normalised one "
+              "(every anneal step)", "BLEU, raw", "BLEU, norm",
+              paper=_pe(PAPER_TABLE6_5[0.06]["raw"]["bleu_best"], PAPER_TABLE6_5[0.06]["norm"]["bleu_best"],
+                        f"Table 6.5 (best BLEU), step 0.06 ({_BIND})")),
+    # Table 6.6 (full test set; annealed MH, proposal T = 0.8)
+    kit.Claim("mh_beats_mask_predict", "The annealed MH samplers (norm, raw) outperform Mask-predict (beam 1, 10 "
+              "iterations) in BLEU", "BLEU, MH", "BLEU, Mask-predict",
+              paper=_pe(PAPER_TABLE6_6["norm"]["de_en"], PAPER_TABLE6_6["mask_predict"]["de_en"],
+                        f"Table 6.6, De-En ({_BIND})")),
+    kit.Claim("mh_beats_deg_full", "The annealed MH samplers (norm, raw) outperform degenerate Gibbs (T = 0.8) in "
+              "BLEU", "BLEU, MH", "BLEU, deg (T = 0.8)",
+              paper=_pe(PAPER_TABLE6_6["norm"]["de_en"], PAPER_TABLE6_6["deg"]["de_en"], f"Table 6.6, De-En ({_BIND})")),
+    kit.Claim("beats_warm_start", "Every sampler improves on its warm start (the MLM's greedy fill of the all-[MASK] "
+              "sequence) in BLEU (deg, norm, raw)", "BLEU, sampler", "BLEU, warm start",
+              paper=_pe(PAPER_TABLE6_6["deg"]["de_en"], PAPER_TABLE6_6["warm_start"]["de_en"],
+                        f"Table 6.6, De-En ({_BIND})")),
+]}
+
+Stats = Mapping[str, Any]          # "mcmc/e_norm", "mlm_exact/p-1k", ... -> significance.Stats
+
+
+def _interval(stats: Stats, file: str, a: Any, b: Any, score: Any) -> Interval | None:
+    """The paired-bootstrap interval of ``score(a) - score(b)``: ``a``, ``b`` a system of ``file`` (by
+    name) or an array already built from them (a contrast); None when a side was not saved."""
+    st = stats.get(file)
+
+    def side(x: Any) -> Any:
+        if x is None or not isinstance(x, str):
+            return x
+        return st.get(x) if st is not None else None
+    xa, xb = side(a), side(b)
+    if xa is None or xb is None:
+        return None
+    return paired_bootstrap(xa, xb, score)
+
+
+def _change(stats: Stats, file: str, x: str | None, y: str | None) -> np.ndarray | None:
+    """A per-item contrast ``x - y`` of two ``[value, 1]`` systems (a change between two settings or
+    windows of the same chains), itself a ``[value, 1]`` system."""
+    st = stats.get(file)
+    if st is None or x is None or y is None or st.get(x) is None or st.get(y) is None:
+        return None
+    a, b = st[x], st[y]
+    return np.concatenate([a[..., :1] - b[..., :1], a[..., 1:]], axis=-1)
+
+
+def _parts(claim: kit.Claim, scope: str, parts: list[tuple[str, Interval | None]], missing: str) -> kit.Verdict:
+    if not parts:
+        return kit.not_testable(claim, scope, missing)
+    return kit.judge_parts(claim, scope, parts, missing=missing)
+
+
+# ---- Sec. 6.2.3 -------------------------------------------------------------------------------
+
+def _exact_claims(exact: Mapping[str, Any], stats: Stats) -> list[kit.Verdict]:
+    rows = _exact_rows(exact)
+    scope = "Table 6.1 rows" if rows else "Table 6.1"
+    nostats = "no per-sequence statistics (metrics/stats/mlm_exact/) for these rows: re-run the mlm_exact stage"
+
+    def pair(row: str, a: str, b: str) -> Interval | None:
+        return _interval(stats, f"mlm_exact/{row}", a, b, mean_score)
+    out = []
+    worse = []
+    for row in rows:
+        worse.append((f"{row}: MLM − PLL", pair(row, "mlm:nll", "pll:nll")))
+        if _obj(rows[row], "ll") is not None:
+            worse.append((f"{row}: MLM − LL", pair(row, "mlm:nll", "ll:nll")))
+    out.append(_parts(CLAIMS["mlm_worse"], scope, worse, nostats if rows else "mlm_exact not run"))
+    sizes = [e.get("train_size") for e in rows.values() if e.get("data") != "phoneme" and _obj(e, "ll")]
+    top = max((s for s in sizes if isinstance(s, (int, float))), default=None)
+    near = [(f"{row}: PLL − LL", pair(row, "pll:nll", "ll:nll")) for row, e in rows.items()
+            if e.get("train_size") == top and e.get("data") != "phoneme" and _obj(e, "ll")]
+    out.append(_parts(CLAIMS["pll_near_ll"], f"largest size ({_g(_finite(top))})" if top else scope, near,
+                      nostats if near or top else "no synthetic row with LL and PLL trained"))
+    eq = [(f"{row}: −PLL(PLL) − (−MLM(MLM))", pair(row, "pll:neg_pll", "mlm:neg_mlm")) for row in rows]
+    out.append(_parts(CLAIMS["pll_equals_mlm"], scope, eq, nostats if rows else "mlm_exact not run"))
+    fig = exact.get("figure")
+    if not isinstance(fig, Mapping):
+        for cid in ("kl_beats_pl", "beats_dpll"):
+            out.append(kit.not_testable(CLAIMS[cid], "Figure 6.1", "Figure 6.1 analog not run"))
+        return out
+    sizes = [s for s in _sizes(fig) if s is not None]
+    scope = f"Figure 6.1 ({fig.get('data', '–')})"
+    figure = lambda a, b: _interval(stats, "mlm_exact/figure", a, b, mean_score)        # noqa: E731
+    small = min(sizes) if sizes else None
+    kl = [(f"{FIG_LABEL[m]} − PL-only @ {_g(small)}", figure(f"{m}@{int(small)}:nll", f"pll@{int(small)}:nll"))
+          for m in ("kl", "kl_pl")] if small is not None else []
+    out.append(_parts(CLAIMS["kl_beats_pl"], scope, kl, "no training sizes recorded"))
+    dp = [(f"{FIG_LABEL[m]} @ {_g(s)} − DPLL", figure(f"{m}@{int(s)}:nll", "dpll:nll"))
+          for i, s in enumerate(_sizes(fig)) if s is not None for m in FIG_METHODS if _fig_point(fig, m, i) is not None]
+    out.append(_parts(CLAIMS["beats_dpll"], scope, dp, "no fine-tuned NLL recorded"))
+    return out
+
+
+# ---- Sec. 6.6-6.8 -------------------------------------------------------------------------------
 
 def _bleu_gate(mcmc: Mapping[str, Any]) -> str | None:
-    """Why BLEU is left out of the findings (the model's dev BLEU is under :data:`MIN_BLEU`), or None."""
+    """Why BLEU claims are not testable (the model's dev BLEU is under :data:`MIN_BLEU`), or None."""
     b = _finite(_get(mcmc, "model", "dev_bleu_mask_predict"))
     if b is not None and b < MIN_BLEU:
-        return f"the model's dev BLEU (mask-predict) is {b:.2f} < {MIN_BLEU:g}: BLEU differences are noise"
+        return (f"the CMLM did not learn to translate (dev BLEU, mask-predict, {b:.2f} < {MIN_BLEU:g}): its BLEU "
+                "differences say nothing about the samplers")
     return None
 
 
-def _mh_vs_deg(sides: Mapping[str, Mapping[str, float | None]], what: str, gate: str | None = None) -> Result:
-    """MH (raw, norm) below deg on E_norm and above it on BLEU (unless ``gate`` says why not), where the
-    numbers exist."""
-    deg = sides.get("deg", {})
-    statuses, texts = [], []
-    for metric, rel in (("e_norm", "<"), ("bleu", ">")):
-        if metric == "bleu" and gate:
-            texts.append(f"BLEU left out ({gate})")
-            continue
-        if deg.get(metric) is None:
-            continue
-        for s in ("raw", "norm"):
-            v = sides.get(s, {}).get(metric)
-            if v is None:
-                continue
-            st, t = _check(_Side(f"{s} {metric}", v), rel, _Side(f"deg {metric}", deg[metric]))
-            statuses.append(st)
-            texts.append(t)
-    if not statuses:
-        return _not_testable(f"{what}: no MH and degenerate Gibbs pair to compare")
-    return _aggregate(statuses), f"{what}: " + "; ".join(texts) + f" — {_count(statuses)}"
+def _name(mcmc: Mapping[str, Any], group: str, scheme: str, value: Any = _ANY) -> str | None:
+    r = _run(mcmc, group, scheme, value)
+    if r is None:
+        return None
+    name = r.get("name")
+    if isinstance(name, str):
+        return name
+    v = r.get("value")
+    return f"{group}/{scheme}" + ("" if v is None else f"/{v}")
 
 
-def _finding4(mcmc: Mapping[str, Any]) -> Result:
-    sides = {s: {m: _val(_run(mcmc, "main", s), m) for m in ("e_norm", "bleu")} for s in SCHEMES}
-    if all(v is None for v in sides["deg"].values()):
-        return _not_testable("main group: degenerate Gibbs not run")
-    return _mh_vs_deg(sides, "main group", _bleu_gate(mcmc))
-
-
-def _paper4() -> str:
-    p = PAPER_TABLE6_2[1.0]
-    verdict, text = _mh_vs_deg({"norm": p["norm"], "deg": p["deg"]}, "Table 6.2 at T = 1.0 (E_norm ×10⁻³)")
-    return (text + ("" if verdict == REPRODUCED else f" ({verdict} in the thesis)")
-            + "; Figure 6.2 (plot): both MH schemes keep low energy and good BLEU, deg degrades")
-
-
-def _trend(values: Sequence[float], higher_is_worse: bool) -> tuple[str, str]:
-    """Worse / better / flat from the first third of ``values`` to the last, beyond the thirds' spread."""
-    k = max(1, len(values) // 3)
-    first, last = values[:k], values[-k:]
-    a, b = statistics.fmean(first), statistics.fmean(last)
-    spread = math.sqrt((statistics.pstdev(first) ** 2 + statistics.pstdev(last) ** 2) / 2)
-    delta = b - a
-    if abs(delta) <= spread:
-        return "flat", f"{a:.2f} → {b:.2f} (|Δ| ≤ spread {spread:.2f})"
-    worse = delta > 0 if higher_is_worse else delta < 0
-    return ("worse" if worse else "better"), f"{a:.2f} → {b:.2f}"
-
-
-def _degrades(run: Any, mcmc: Mapping[str, Any]) -> tuple[bool | None, str]:
-    """Whether a run's post-burn-in curves worsen from the first third to the last: at least one of E_norm
-    (rising) and BLEU (falling; unless :func:`_bleu_gate`) worsens beyond the thirds' spread and neither
-    improves beyond it."""
-    trends, texts = [], []
-    keys = (("e_norm", True),) if _bleu_gate(mcmc) else (("e_norm", True), ("bleu", False))
-    for key, worse_up in keys:
-        vals = _post_burn_in(_curve(run, key), mcmc)
-        if len(vals) < 3:
-            continue
-        t, txt = _trend(vals, worse_up)
-        trends.append(t)
-        texts.append(f"{key} {txt}")
-    if not trends:
-        return None, "no post-burn-in curve of ≥ 3 sweeps"
-    return ("worse" in trends and "better" not in trends), ", ".join(texts)
-
-
-def _finding5(mcmc: Mapping[str, Any]) -> Result:
-    # the thesis's chains start from one shared random sequence (Figure 6.2): the random_start group when
-    # it ran, else main
-    group = "random_start" if _run(mcmc, "random_start", "deg") is not None else "main"
-    deg, why = _degrades(_run(mcmc, group, "deg"), mcmc)
-    if deg is None:
-        return _not_testable(f"{group} deg: {why}" if _run(mcmc, group, "deg") else f"{group} deg not run")
-    statuses = [_OK if deg else _BAD]
-    texts = [f"deg {'degrades' if deg else 'does not degrade'} ({why})"]
-    for s in ("raw", "norm"):
-        r = _run(mcmc, group, s)
-        d, w = _degrades(r, mcmc)
-        if d is None:
-            texts.append(f"{s}: {'not run' if r is None else w}")
-            continue
-        statuses.append(_BAD if d else _OK)
-        texts.append(f"{s} {'degrades' if d else 'does not degrade'} ({w})")
-    if len(statuses) == 1:
-        return _not_testable("; ".join(texts) + "; no MH curve to compare")
+def _mcmc_claims(mcmc: Mapping[str, Any], stats: Stats) -> list[kit.Verdict]:
+    out: list[kit.Verdict] = []
     gate = _bleu_gate(mcmc)
-    return _aggregate(statuses), f"{group} group, first → last third of the sampling sweeps: " + "; ".join(texts) + \
-        (f"; BLEU left out ({gate})" if gate else "") + f" — {_count(statuses)}"
+    nm = lambda g, s, v=_ANY: _name(mcmc, g, s, v)                    # noqa: E731
+    rate = lambda f, a, b: _interval(stats, f"mcmc/{f}", a, b, mean_score)   # noqa: E731
+    bleu = lambda a, b, f="bleu": _interval(stats, f"mcmc/{f}", a, b, bleu_score())   # noqa: E731
+    miss = lambda what: f"not run: {what}"                          # noqa: E731
 
+    def claim(cid: str, scope: str, parts: list[tuple[str, Interval | None]], missing: str,
+              uses_bleu: bool = False) -> None:
+        if uses_bleu and gate:
+            out.append(kit.not_testable(CLAIMS[cid], scope, gate))
+        else:
+            out.append(_parts(CLAIMS[cid], scope, parts, missing))
 
-def _monotone_down(xs: Sequence[float], ys: Sequence[float]) -> bool:
-    pts = sorted(zip(xs, ys))
-    return all(b[1] >= a[1] for a, b in zip(pts, pts[1:]))
+    mh = ("raw", "norm")
+    claim("mh_energy", "main (T = 1)", [(f"{s} − deg", rate("e_norm", nm("main", s), nm("main", "deg"))) for s in mh],
+          miss("the main group's raw, norm and deg"))
+    claim("mh_bleu", "main (T = 1)", [(f"{s} − deg", bleu(nm("main", s), nm("main", "deg"))) for s in mh],
+          miss("the main group's raw, norm and deg"), uses_bleu=True)
+    g = RANDOM_START if _run(mcmc, RANDOM_START, "deg") is not None else "main"
+    late = lambda s: None if nm(g, s) is None else f"{nm(g, s)}@late"      # noqa: E731
+    early = lambda s: None if nm(g, s) is None else f"{nm(g, s)}@early"    # noqa: E731
+    drift = {s: _change(stats, "mcmc/e_norm", late(s), early(s)) for s in ("deg", *mh)}
+    parts = [("deg: last − first third", rate("e_norm", late("deg"), early("deg")))]
+    parts += [(f"deg's rise − {s}'s", None if drift["deg"] is None or drift[s] is None else
+               paired_bootstrap(drift["deg"], drift[s], mean_score)) for s in mh]
+    claim("deg_degrades", f"{g} group" + (" (one uniform random start)" if g == RANDOM_START else " (warm start)"),
+          parts, miss(f"the {g} group's deg, raw and norm with their early / late windows"))
+    claim("deg_novel_higher", "main (T = 1)", [(f"deg − {s}", rate("novel", nm("main", "deg"), nm("main", s)))
+                                               for s in mh], miss("the main group's raw, norm and deg"))
 
-
-def _rate_trend(xs: Sequence[float], ys: Sequence[float], what: str, sign: int, xname: str = "") -> Result:
-    """sign = +1: ``ys`` should rise with ``xs`` (Spearman > 0); −1: fall (Spearman < 0)."""
-    if len(xs) < 2:
-        return NOT_TESTABLE, f"{what}: fewer than 2 settings"
-    rho = spearman(xs, ys)
-    pairs = ", ".join(f"{xname}{_g(x)}: {y:.2f}" for x, y in sorted(zip(xs, ys), reverse=True))
-    mono = _monotone_down(xs, [sign * y for y in ys])
-    ok = rho is not None and sign * rho > 0
-    rho_s = "n/a (constant)" if rho is None else f"{rho:+.2f}"
-    return (REPRODUCED if ok else NOT_REPRODUCED), (f"{what}: {pairs}; Spearman {rho_s}"
-                                                   f"{', monotone' if mono and ok else ''}")
-
-
-_XNAME = {"temperature": "T ", "nucleus": "p "}
-
-
-def _finding6(mcmc: Mapping[str, Any], group: str, scheme: str) -> Result:
-    pts = [(v, n) for v in _group_values(mcmc, group, scheme)
-           if (n := _val(_run(mcmc, group, scheme, v), "novel")) is not None]
-    if not pts:
-        return _not_testable(f"{group} group, {scheme}: not run")
-    if len(pts) < 2:
-        return _not_testable(f"{group} group, {scheme}: only one setting with a novel rate")
-    return _rate_trend([p[0] for p in pts], [p[1] for p in pts], f"novel rate, {scheme}", +1, _XNAME[group])
-
-
-def _paper6(group: str, scheme: str) -> str:
-    table, name = (PAPER_TABLE6_2, "Table 6.2") if group == "temperature" else (PAPER_TABLE6_3, "Table 6.3")
-    xs = list(table)
-    verdict, text = _rate_trend(xs, [table[x][scheme]["novel"] for x in xs], f"{name}, {scheme} novel", +1,
-                                _XNAME[group])
-    extra = ""
-    if verdict != REPRODUCED and group == "temperature":
-        extra = " (does not hold in the thesis: the MH novel rate peaks at T = 1 — high-temperature proposals " \
-                "are mostly rejected)"
-    elif verdict != REPRODUCED:
-        extra = f" ({verdict} in the thesis)"
-    return text + extra
-
-
-def _finding7(mcmc: Mapping[str, Any]) -> Result:
-    statuses, texts = [], []
-    for s in ("raw", "norm"):
-        b, m = _run(mcmc, "block", s), _run(mcmc, "main", s)
-        nb, nm = _val(b, "novel"), _val(m, "novel")
-        if nb is None or nm is None:
-            texts.append(f"{s}: {'block' if nb is None else 'main'} novel rate not run")
+    temps = _group_values(mcmc, "temperature", "norm")
+    have = set(temps)
+    if 1.0 in have and all(t in have for t in PEAK_NEIGHBOURS):
+        peak = [(f"T 1 − T {_g(t)}", rate("novel", nm("temperature", "norm", 1.0), nm("temperature", "norm", t)))
+                for t in temps if t != 1.0]
+        claim("novel_peak_T", "temperature group, norm", peak, miss("temperature group, norm"))
+    else:
+        out.append(kit.not_testable(CLAIMS["novel_peak_T"], "temperature group, norm",
+                                    f"a peak at T = 1 needs T = 1 and its neighbours in the thesis's grid "
+                                    f"({', '.join(_g(t) for t in PEAK_NEIGHBOURS)}); this scale runs T ∈ "
+                                    f"{{{', '.join(_g(t) for t in temps) or '–'}}} (the study and paper scales run "
+                                    "all five)"))
+    dts = _group_values(mcmc, "temperature", "deg")
+    mono = [(f"T {_g(hi)} − T {_g(lo)}", rate("novel", nm("temperature", "deg", hi), nm("temperature", "deg", lo)))
+            for hi, lo in zip(dts, dts[1:])]
+    if len(dts) < 3:
+        out.append(kit.not_testable(CLAIMS["deg_novel_T"], "temperature group, deg",
+                                    f"a trend needs ≥ 3 temperatures; ran {len(dts)}"))
+    else:
+        claim("deg_novel_T", "temperature group, deg", mono, miss("temperature group, deg"))
+    nuc = {s: _group_values(mcmc, "nucleus", s) for s in ("norm", "deg")}
+    claim("novel_nucleus", "nucleus group", [
+        (f"{s}: p {_g(v[0])} − p {_g(v[-1])}", rate("novel", nm("nucleus", s, v[0]), nm("nucleus", s, v[-1])))
+        for s, v in nuc.items() if len(v) >= 2], miss("the nucleus group with ≥ 2 values of p"))
+    for cid, grp, ref, vals in (("mh_robust_T", "temperature", 1.0, temps), ("mh_robust_p", "nucleus", 1.0, nuc["norm"])):
+        x = "T" if grp == "temperature" else "p"
+        if ref not in vals:
+            out.append(kit.not_testable(CLAIMS[cid], f"{grp} group, norm", f"{x} = 1 not run"))
             continue
-        st, t = _check(_Side(f"{s} block novel", nb), ">", _Side("single-site", nm))
-        statuses.append(st)
-        diag = []
-        for label, r in (("block", b), ("single", m)):
-            rh, ess = _finite(_get(r, "rhat", "median")), _finite(_get(r, "ess_bulk", "median"))
-            diag.append(f"{label} R-hat {_fmt(rh, 3)}, ESS {_fmt(ess, 1)}")
-        texts.append(f"{t} ({'; '.join(diag)})")
-    if not statuses:
-        return _not_testable("; ".join(texts))
-    return _aggregate(statuses), "; ".join(texts) + f" — {_count(statuses)}"
-
-
-def _paper7() -> str:
-    statuses, texts = [], []
-    for s in ("raw", "norm"):
-        st, t = _check(_Side(f"{s} block novel", PAPER_TABLE6_4[s]["novel"]), ">",
-                       _Side("single-site", PAPER_SEC6_6[s]["novel"]))
-        statuses.append(st)
-        texts.append(t)
-    verdict = _aggregate(statuses)
-    return ("Table 6.4 vs Sec. 6.6: " + "; ".join(texts) + f" — {_count(statuses)}"
-            + ("" if verdict == REPRODUCED else f" ({verdict} in the thesis)"))
-
-
-def _anneal_claim(lower: Mapping[str, Sequence[tuple[str, float, float]]],
-                  accept: Mapping[str, Sequence[tuple[float, float]]]) -> Result:
-    """``lower``: scheme -> [(name, annealed E_norm, unannealed E_norm)]; ``accept``: scheme -> [(step, accept)]."""
-    statuses, texts = [], []
-    for s, items in lower.items():
-        for name, e_a, e_0 in items:
-            st, t = _check(_Side(name, e_a), "<", _Side(f"T = 1 {s}", e_0))
-            statuses.append(st)
-            texts.append(t)
-    for s, pts in accept.items():
-        if len(pts) < 2:
+        claim(cid, f"{grp} group, norm", [(f"{x} {_g(v)} − {x} 1", bleu(nm(grp, "norm", v), nm(grp, "norm", ref)))
+                                          for v in vals if v != ref], miss(f"{grp} group, norm"), uses_bleu=True)
+    for cid, grp, vals in (("deg_not_robust_T", "temperature", temps), ("deg_not_robust_p", "nucleus", nuc["norm"])):
+        dvals = _group_values(mcmc, grp, "deg")
+        both = [v for v in vals if v in dvals]
+        scope = f"{grp} group"
+        if len(both) < 2:
+            out.append(kit.not_testable(CLAIMS[cid], scope, f"needs norm and deg at ≥ 2 settings of the {grp} group"))
             continue
-        v, t = _rate_trend([p[0] for p in pts], [p[1] for p in pts], f"accept vs step, {s}", -1, "step ")
-        statuses.append(_OK if v == REPRODUCED else _BAD)
-        texts.append(t)
-    if not statuses:
-        return NOT_TESTABLE, "nothing to compare"
-    return _aggregate(statuses), "; ".join(texts) + f" — {_count(statuses)}"
+        hi, lo = both[0], both[-1]
+        drops = {s: _change(stats, "mcmc/e_norm", nm(grp, s, hi), nm(grp, s, lo)) for s in ("deg", "norm")}
+        iv = None if any(d is None for d in drops.values()) else paired_bootstrap(drops["deg"], drops["norm"], mean_score)
+        out.append(kit.judge(CLAIMS[cid], f"{scope} ({_g(hi)} → {_g(lo)})", iv,
+                             missing=miss(f"{grp} group's per-sentence E_norm")))
+
+    claim("block_novel", "block vs main", [(f"{s}: block − single", rate("novel", nm("block", s), nm("main", s)))
+                                           for s in mh], miss("the block and main groups' raw and norm"))
+    claim("block_energy", "block vs main", [(f"{s}: block − single", rate("e_norm", nm("block", s), nm("main", s)))
+                                            for s in mh], miss("the block and main groups' raw and norm"))
+    claim("block_deg_poor", "block group", [(f"{s} − deg", rate("e_norm", nm("block", s), nm("block", "deg")))
+                                            for s in mh], miss("the block group's raw, norm and deg"))
+    steps = {s: sorted(_group_values(mcmc, "anneal", s)) for s in mh}
+    claim("anneal_energy", "anneal vs main", [
+        (f"{s} step {_g(v)} − T 1", rate("e_norm", nm("anneal", s, v), nm("main", s))) for s in mh for v in steps[s]],
+        miss("the anneal group and the main group's raw and norm"))
+    for cid, f, order in (("anneal_step_accept", "accept", "up"), ("anneal_step_energy", "e_norm", "down")):
+        parts = []
+        for s in mh:
+            for small_, large_ in zip(steps[s], steps[s][1:]):
+                a, b = (nm("anneal", s, small_), nm("anneal", s, large_)) if order == "up" else \
+                    (nm("anneal", s, large_), nm("anneal", s, small_))
+                parts.append((f"{s}: {_g(small_)} vs {_g(large_)}", rate(f, a, b)))
+        claim(cid, "anneal group", parts, miss("the anneal group with ≥ 2 steps"))
+    claim("anneal_step_bleu", "anneal group (mean BLEU over the sampling sweeps)", [
+        (f"{s}: {_g(v[0])} − {_g(w)}", bleu(nm("anneal", s, v[0]), nm("anneal", s, w)))
+        for s, v in steps.items() if v and v[0] == 0.02 for w in v[1:]], miss("the anneal group with step 0.02 and a "
+                                                                             "larger one"), uses_bleu=True)
+    common = [v for v in steps["raw"] if v in steps["norm"]]
+    claim("raw_accepts_more", "anneal group", [(f"step {_g(v)}", rate("accept", nm("anneal", "raw", v),
+                                                                      nm("anneal", "norm", v))) for v in common],
+          miss("the anneal group's raw and norm"))
+    claim("raw_bleu_anneal", "anneal group", [(f"step {_g(v)}", bleu(nm("anneal", "raw", v), nm("anneal", "norm", v)))
+                                              for v in common], miss("the anneal group's raw and norm"), uses_bleu=True)
+    full = lambda a, b: bleu(a, b, "bleu_full")                    # noqa: E731
+    claim("mh_beats_mask_predict", "full set (last states)", [(f"{s} − Mask-predict", full(nm("full", s), "mask_predict"))
+                                                              for s in mh], miss("the full group"), uses_bleu=True)
+    claim("mh_beats_deg_full", "full set (last states)", [(f"{s} − deg", full(nm("full", s), nm("full", "deg")))
+                                                          for s in mh], miss("the full group"), uses_bleu=True)
+    claim("beats_warm_start", "full set (last states)", [(f"{s} − warm start", full(nm("full", s), "warm_start"))
+                                                         for s in ("deg", *mh)], miss("the full group"), uses_bleu=True)
+    return out
 
 
-def _finding8(mcmc: Mapping[str, Any]) -> Result:
-    lower: dict[str, list[tuple[str, float, float]]] = {}
-    accept: dict[str, list[tuple[float, float]]] = {}
-    missing = []
-    for s in ("norm", "raw"):
-        base = _val(_run(mcmc, "main", s), "e_norm")
-        for v in sorted(_group_values(mcmc, "anneal", s)):
-            r = _run(mcmc, "anneal", s, v)
-            e, a = _val(r, "e_norm"), _val(r, "accept")
-            if e is not None and base is not None:
-                lower.setdefault(s, []).append((f"{s} step {_g(v)} E_norm", e, base))
-            if a is not None:
-                accept.setdefault(s, []).append((v, a))
-        if base is None:
-            missing.append(f"main {s} E_norm not run")
-    if not any(lower.values()) and not any(len(p) >= 2 for p in accept.values()):
-        return _not_testable("; ".join(missing + ["anneal group not run"]))
-    v, t = _anneal_claim(lower, accept)
-    return v, t + (f"; untested: {'; '.join(missing)}" if missing and any(lower.values()) else "")
-
-
-def _paper8() -> str:
-    lower = {s: [(f"{s} step {_g(v)}", PAPER_TABLE6_5[v][s]["e_norm"], 1000 * PAPER_TABLE6_2[1.0]["norm"]["e_norm"])
-                 for v in ANNEAL_STEPS] for s in ("norm",)}
-    accept = {s: [(v, PAPER_TABLE6_5[v][s]["accept"]) for v in ANNEAL_STEPS] for s in ("norm", "raw")}
-    verdict, text = _anneal_claim(lower, accept)
-    return ("Table 6.5 vs Table 6.2 (T = 1 norm, ×10³ — assuming Table 6.5 is unscaled, as its magnitudes "
-            "suggest): " + text + ("" if verdict == REPRODUCED else f" ({verdict} in the thesis)")
-            + "; Figure 6.4: annealing gives 'dramatic improvements' in E_norm")
-
-
-def _mp_claim(sides: Mapping[str, float | None], label: str) -> Result:
-    mp = sides.get("mask_predict")
-    statuses, texts = [], []
-    if mp is not None:
-        for s in ("norm", "raw"):
-            if sides.get(s) is not None:
-                st, t = _check(_Side(s, sides[s]), "≥", _Side("mask-predict", mp))
-                statuses.append(st)
-                texts.append(t)
-        if sides.get("deg") is not None:
-            st, t = _check(_Side("mask-predict", mp), "≥", _Side("deg", sides["deg"]))
-            statuses.append(st)
-            texts.append(t)
-    if not statuses:
-        missing = ["mask-predict baseline not run"] if mp is None else []
-        if all(sides.get(s) is None for s in ("norm", "raw", "deg")):
-            missing.append("full group not run")
-        return NOT_TESTABLE, f"{label}: " + "; ".join(missing)
-    return _aggregate(statuses), f"{label}: " + "; ".join(texts) + f" — {_count(statuses)}"
-
-
-def _finding9(mcmc: Mapping[str, Any]) -> Result:
-    gate = _bleu_gate(mcmc)
-    if gate:
-        return _not_testable(f"Table 6.6 compares BLEU only, and {gate}")
-    sides, kinds = {}, set()
-    for s in ("norm", "raw", "deg"):
-        v, k = _bleu_out(_run(mcmc, "full", s))
-        sides[s] = v
-        if v is not None:
-            kinds.add(k)
-    sides["mask_predict"] = _finite(_get(mcmc, "baselines", "mask_predict", "bleu"))
-    label = f"full test BLEU ({'/'.join(sorted(kinds)) or '–'} sample)"
-    return _mp_claim(sides, label)
-
-
-def _paper9() -> str:
-    texts = []
-    for lang, name in (("de_en", "De-En"), ("ro_en", "Ro-En")):
-        v, t = _mp_claim({s: PAPER_TABLE6_6[s][lang] for s in PAPER_TABLE6_6}, f"Table 6.6 {name}")
-        texts.append(t + ("" if v == REPRODUCED else f" ({v} in the thesis)"))
-    return "; ".join(texts)
-
-
-_CLAIMS: list[tuple[str, str, Callable[[Mapping[str, Any]], Result], Callable[[], str]]] = [
-    ("(1) exact training beats MLM training: NLL(LL) ≤ NLL(PLL) < NLL(MLM), per Table 6.1 row", "exact",
-     _finding1, _paper1),
-    ("(2) KL projection (KL, KL + PL) beats PL-only at the smallest training size", "exact", _finding2,
-     lambda: "Figure 6.1 (plot; no numbers): 'both the KL projection methods are significantly better than "
-             "training with PL-only, especially in small data scenarios'"),
-    ("(3) every fine-tuned method (PL-only, KL, KL + PL) beats the pretrained MLM alone (DPLL), at every size",
-     "exact", _finding3,
-     lambda: "Figure 6.1 (plot; no numbers): 'all the methods perform better than just using the pretrained MLM "
-             "(DPLL)'"),
-    ("(4) MH (raw and norm) beats degenerate Gibbs on E_norm and BLEU at T = 1", "mcmc", _finding4, _paper4),
-    ("(5) degenerate Gibbs degrades over the sweeps (E_norm up / BLEU down, first → last third after burn-in) "
-     "while MH does not", "mcmc", _finding5,
-     lambda: "Figure 6.2 (plot): 'the degenerate Gibbs sampler keeps on degrading to … very low BLEU scores and "
-             "high energy values'; the MH samplers keep 'consistently good BLEU scores across all the epochs'"),
-    ("(6) the novel-transition rate falls as the proposal temperature falls (degenerate Gibbs)", "mcmc",
-     lambda m: _finding6(m, "temperature", "deg"), lambda: _paper6("temperature", "deg")),
-    ("(6) the novel-transition rate falls as the proposal temperature falls (MH, norm)", "mcmc",
-     lambda m: _finding6(m, "temperature", "norm"), lambda: _paper6("temperature", "norm")),
-    ("(6) the novel-transition rate falls as the nucleus p falls (degenerate Gibbs)", "mcmc",
-     lambda m: _finding6(m, "nucleus", "deg"), lambda: _paper6("nucleus", "deg")),
-    ("(6) the novel-transition rate falls as the nucleus p falls (MH, norm)", "mcmc",
-     lambda m: _finding6(m, "nucleus", "norm"), lambda: _paper6("nucleus", "norm")),
-    ("(7) block MH mixes better: block novel rate > single-site novel rate (raw, norm)", "mcmc", _finding7,
-     _paper7),
-    ("(8) annealing the target lowers E_norm (vs the same scheme at T = 1) and a larger anneal step lowers "
-     "acceptance", "mcmc", _finding8, _paper8),
-    ("(9) Table 6.6: MH energies (norm, raw; annealed) ≥ Mask-predict ≥ degenerate Gibbs (T = 0.8)", "mcmc",
-     _finding9, _paper9),
-]
+VERDICTS = kit.VERDICTS
 
 
 def findings(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None) -> list[dict[str, str]]:
-    """One row per claim, ``{"claim", "paper", "ours", "verdict"}``, the verdict computed from our numbers:
-    "reproduced", "partially reproduced" (more than half of the claim's comparisons hold), "not reproduced",
-    "not distinguishable" (no comparison fails but some are within the seeds' spread) or "not testable here"
-    (what the claim needs was not run). ``paper`` runs the same test on the thesis's numbers where it prints
-    them (and says when they do not pass it).
+    """The verdicts the ``mcmc`` stage stored in ``metrics/mcmc.json`` (``verdicts``: kit records), as
+    ``{"claim", "scope", "verdict"}`` rows — for the headline until it reads the file's ``findings``
+    counts; nothing is judged here."""
+    recs = mcmc.get("verdicts") if isinstance(mcmc, Mapping) else None
+    return [{"claim": str(r.get("claim")), "scope": str(r.get("scope")), "verdict": str(r.get("verdict"))}
+            for r in (recs if isinstance(recs, Sequence) and not isinstance(recs, str) else []) if isinstance(r, Mapping)]
 
-    1. per Table 6.1 row with LL, PLL and MLM trained: NLL(LL) ≤ NLL(PLL) and NLL(PLL) < NLL(MLM); with seeds > 1
-       a difference within the pooled sd (root mean square of the two sds) is within noise (≤ then holds, < is
-       undecided). A row holds when both hold; the claim counts rows.
-    2. Figure 6.1, smallest training size: NLL(KL) < NLL(PL-only) and NLL(KL + PL) < NLL(PL-only) (same noise
-       rule with the figure's sds).
-    3. Figure 6.1: every method at every size has NLL < DPLL's.
-    4. main group: E_norm(raw), E_norm(norm) < E_norm(deg) and BLEU(raw), BLEU(norm) > BLEU(deg).
-    5. random_start group curves (one shared uniform-random start, as Figure 6.2; the main group when it did
-       not run), sampling sweeps only, split in thirds: a run degrades when E_norm rises or BLEU falls
-       from the first third's mean to the last's by more than the thirds' spread (RMS of their sds) and neither
-       improves by more; holds when deg degrades and raw, norm do not.
-    6. temperature / nucleus groups, per scheme: Spearman(setting, novel rate) > 0.
-    7. novel rate of the block group > the main group's (single-site), for raw and norm; R-hat / ESS beside.
-    8. every anneal-group run's E_norm < the main-group run's of the same scheme, and per scheme
-       Spearman(anneal step, acceptance) < 0.
-    9. full group, final-sample BLEU (mean over sweeps where no final is recorded): norm ≥ Mask-predict,
-       raw ≥ Mask-predict, Mask-predict ≥ deg.
 
-    MCMC numbers carry no seeds' spread in the schema, so their comparisons go by sign."""
+def report_verdicts(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
+                    stats: Stats | None = None) -> list[kit.Verdict]:
+    """Every claim of :data:`CLAIMS`, judged by the kit on the paired-bootstrap intervals of the
+    per-item statistics ``stats`` (file key -> ``significance.Stats``: ``"mlm_exact/<row>"``,
+    ``"mlm_exact/figure"`` — test sequences, seeds as replicates; ``"mcmc/<quantity>"`` — chains then
+    sentences). What a claim pairs is in its part labels; a side that was not run or not saved makes
+    it not testable, with the reason."""
     exact = _check_input("mlm_exact", exact)
     mcmc = _check_input("mcmc", mcmc)
-    rows = []
-    for claim, src, ours_fn, paper_fn in _CLAIMS:
-        verdict, text = ours_fn(exact if src == "exact" else mcmc)
-        rows.append({"claim": claim, "paper": paper_fn(), "ours": text, "verdict": verdict})
-    return rows
-
-
-def findings_table(rows: Sequence[Mapping[str, str]]) -> str:
-    if not rows:
-        return "_No findings._\n"
-    return _md_table(["claim", "thesis's evidence", "ours", "verdict"],
-                     [[r["claim"], r["paper"], r["ours"], f"**{r['verdict']}**"] for r in rows])
-
+    stats = stats or {}
+    out = _exact_claims(exact, stats) if exact else [kit.not_testable(CLAIMS[c], "Sec. 6.2.3", "mlm_exact not run")
+                                                     for c in ("mlm_worse", "pll_near_ll", "pll_equals_mlm",
+                                                               "kl_beats_pl", "beats_dpll")]
+    if mcmc:
+        out += _mcmc_claims(mcmc, stats)
+    else:
+        exact_ids = {v.claim.id for v in out}
+        out += [kit.not_testable(c, "Sec. 6.6-6.8", "mcmc not run") for c in CLAIMS.values() if c.id not in exact_ids]
+    return out
 
 # ---------------------------------------------------------------------------------------------
 # MCMC figures
@@ -1569,8 +1428,9 @@ def _setup(exact: Mapping[str, Any], mcmc: Mapping[str, Any]) -> list[str]:
 
 
 def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
-           labels: Mapping[str, str] | None = None) -> str:
-    """The report's Markdown; ``labels``: scheme -> the text its rows print (see the module docstring)."""
+           labels: Mapping[str, str] | None = None, verdicts: Sequence[kit.Verdict] | None = None) -> str:
+    """The report's Markdown; ``labels``: scheme -> the text its rows print (see the module docstring);
+    ``verdicts``: :func:`report_verdicts` (None: judged without per-item statistics, so not testable)."""
     exact = _check_input("mlm_exact", exact)
     mcmc = _check_input("mcmc", mcmc)
     md = ["# Masked language models as energy models, sampled by Metropolis-Hastings (Goyal thesis, ch. 6): ours "
@@ -1601,24 +1461,29 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
           "![Figure 6.4 analog](figure_6_4.png)", "",
           "## Table 6.6 — full test set", "", table_6_6(mcmc, labels),
           "## Mixing: R-hat and ESS per configuration", "", table_mixing(mcmc),
-          "## Findings", "",
-          "Each claim of the chapter, tested by code on our numbers (`components/reports/goyal_mlm.findings`); "
-          "the thesis column runs the same test on the thesis's numbers where it prints them. Verdicts: "
-          "*reproduced* (every comparison holds), *partially reproduced* (more than half hold), *not "
-          "distinguishable* (none fails, some within the seeds' spread), *not reproduced*, *not testable here* "
-          "(not run). Differences within the pooled sd over seeds count as within noise where the metrics give an "
-          "sd (Sec. 6.2.3); the MCMC metrics carry none, so those comparisons go by sign.", "",
-          findings_table(findings(exact, mcmc))]
+          kit.findings(list(verdicts) if verdicts is not None else report_verdicts(exact, mcmc, {})),
+          "A claim over several comparisons (rows, settings, schemes) is a conjunction: each part's interval is "
+          "printed, and the paper column judges its binding part (the comparison closest to failing in the "
+          "thesis's numbers). Intervals: Sec. 6.2.3 resamples the held-out sequences (and replicates where there "
+          "are several), paired across the objectives of a replicate (they share its test set); Sec. 6.6-6.8 "
+          "resample the chains, then the source sentences (chain c of every configuration starts from the same "
+          "draws), on per-sentence means over the sampling sweeps (E_norm, acceptance and novel rates: "
+          "`metrics/stats/mcmc/`) or BLEU statistics (sacrebleu's, summed over the sampling sweeps; the full "
+          "set: the last states).", ""]
     return "\n".join(md)
 
 
 def write_report(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
-                 out_dir: str | Path, labels: Mapping[str, str] | None = None) -> dict[str, Path]:
+                 out_dir: str | Path, labels: Mapping[str, str] | None = None,
+                 verdicts: Sequence[kit.Verdict] | None = None, stats: Stats | None = None) -> dict[str, Path]:
     """Write README.md, figure_6_1.png ... figure_6_4.png and cmlm_curve.png into ``out_dir``, each atomically (a temporary file in
     the same folder, then ``os.replace``). ``labels``: scheme -> the text the tables and legends print (the
-    caller's, e.g. from params; default: the thesis's names, else the scheme). Returns file name -> path."""
+    caller's, e.g. from params; default: the thesis's names, else the scheme); ``verdicts`` (else judged here from
+    ``stats``: :func:`report_verdicts`). Returns file name -> path."""
     out = Path(out_dir)
-    text = readme(exact, mcmc, labels)          # validates the input before anything is written
+    if verdicts is None:
+        verdicts = report_verdicts(exact, mcmc, stats)
+    text = readme(exact, mcmc, labels, verdicts)          # validates the input before anything is written
     written: dict[str, Path] = {}
     for name, make in FIGURES.items():
         fig = make(exact, mcmc, labels)

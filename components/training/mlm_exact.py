@@ -67,7 +67,8 @@ from components.training.loop import FitState, TrainConfig, fit
 
 __all__ = ["EXACT_OBJECTIVES", "TEACHER_OBJECTIVES", "METRICS", "CELL_SOURCES", "enumerate_sequences",
            "raw_energy", "log_partition", "log_true_conditionals", "log_free_conditionals", "neg_pll", "neg_mlm",
-           "kl_to_teacher", "objective_loss", "dataset_objective", "evaluate_exact", "ExactTrainConfig",
+           "kl_to_teacher", "objective_loss", "dataset_objective", "evaluate_exact", "per_sequence_exact",
+           "ExactTrainConfig",
            "train_exact", "CellConfig", "CellData", "cell_data", "run_cell", "ProjectionConfig", "run_projection"]
 
 Callback = Callable[[int, dict[str, Any]], None]
@@ -307,6 +308,31 @@ def evaluate_exact(model: Any, data: SequenceSet, metrics: Sequence[str] = METRI
     return out
 
 
+@torch.no_grad()
+def per_sequence_exact(model: Any, data: SequenceSet, generator: SequenceGenerator | None = None, *,
+                       rows: int = 65536, max_sequences: int = MAX_SEQUENCES) -> Tensor:
+    """The held-out metrics of :func:`evaluate_exact` per sequence: double [n, 3] (``nll``,
+    ``neg_pll``, ``neg_mlm`` in the order of :data:`METRICS`), with a fourth column, the true
+    distribution's ``-log p(y)``, when ``generator`` is given. Their column means are
+    :func:`evaluate_exact`'s numbers (the paired bootstrap's per-sequence inputs)."""
+    _check_data(data, model, "per_sequence_exact")
+    was_training = getattr(model, "training", False)
+    model.eval()
+    device = _device(model)
+    log_z = float(log_partition(model, model.vocab_size, data.support, rows, max_sequences))
+    cols = {"nll": [], "neg_pll": [], "neg_mlm": []}
+    fns = {"nll": (lambda t, m: raw_energy(model, t, m) + log_z, False),
+           "neg_pll": (lambda t, m: neg_pll(model, t, m), True), "neg_mlm": (lambda t, m: neg_mlm(model, t, m), False)}
+    for name, (fn, per_position) in fns.items():
+        for tok, m in _batches(data, model.vocab_size, rows, per_position):
+            cols[name].append(fn(tok.to(device), m.to(device)).double().cpu())
+    out = [torch.cat(cols[k]) for k in METRICS]
+    if generator is not None:
+        out.append(-generator.log_prob(data.tokens).double().cpu())
+    model.train(was_training)
+    return torch.stack(out, dim=1)
+
+
 # --------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------
@@ -455,6 +481,9 @@ def _train_and_test(data: CellData, train: SequenceSet, objective: str, seed: in
     out: dict[str, Any] = evaluate_exact(model, data.test, rows=tcfg.rows, max_sequences=tcfg.max_sequences)
     if data.generator is not None:
         out["true_nll"] = true_nll(data.generator, data.test.tokens)
+    # per test sequence (the paired bootstrap's inputs; a replicate's test set is shared by its cells)
+    out["per_sequence"] = per_sequence_exact(model, data.test, data.generator, rows=tcfg.rows,
+                                             max_sequences=tcfg.max_sequences).numpy()
     out.update(epochs=len(history), best_epoch=int(history[-1]["best_epoch"]),
                best_dev_loss=min(float(r["dev_loss"]) for r in history), train_seconds=seconds,
                train_size=len(train))
@@ -466,7 +495,8 @@ def run_cell(source: str, train_size: int, objective: str, seed: int, cfg: CellC
     """One cell of Table 6.1: build the data (:func:`cell_data`), train a fresh ``BiLSTMMLM``
     (initialised from a stream of ``seed``; module doc) on ``objective`` (not ``kl``/``kl_pl``: see
     :func:`run_projection`), evaluate on test. Returns ``{nll, neg_pll, neg_mlm, [true_nll], epochs, best_epoch,
-    best_dev_loss, train_seconds, train_size}``; ``train_seconds`` includes the dev evaluations."""
+    best_dev_loss, train_seconds, train_size, per_sequence}``; ``train_seconds`` includes the dev evaluations;
+    ``per_sequence``: :func:`per_sequence_exact` of the test set (numpy [n, 3 or 4])."""
     if objective in TEACHER_OBJECTIVES:
         raise ValueError(f"run_cell: objective {objective!r} needs a pretrained teacher; use run_projection")
     _check_objective(objective, None)

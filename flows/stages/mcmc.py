@@ -45,8 +45,15 @@ and subsamples ``("cmlm", "data")``, the ``cmlm`` stage's own.
 Outputs: ``data/mcmc/traces.parquet`` (one row per run, sweep, chain and sentence: energy, E_norm,
 accepted, novel, Hamming distance to the start, text, sentence BLEU; also logged to MLflow),
 ``metrics/mcmc.json`` (per configuration: means over the sampling sweeps, per-sweep curves, corpus
-BLEU, R-hat / ESS of the energy traces; the baselines), and the report, which also reads
-``metrics/mlm_exact.json``.
+BLEU, R-hat / ESS of the energy traces; the baselines; the report's ``findings`` counts and
+``verdicts``), the per-chain, per-sentence statistics of every configuration under
+``metrics/stats/mcmc/`` (``components.inference.mcmc.traces.sentence_stats``, written by
+``components.metrics.significance.save_stats``; systems are the configurations' names, ``[chains,
+sentences, d]``): ``bleu.npz`` (BLEU statistics over the sampling sweeps, short set), ``e_norm.npz``
+(also ``<name>@early`` / ``<name>@late``: the first / last third of the sampling sweeps),
+``accept.npz``, ``novel.npz`` (``[mean, 1]`` columns) and ``bleu_full.npz`` (the ``full`` set's last
+states, with ``mask_predict`` and ``warm_start`` repeated over the chains), and the report, which also
+reads ``metrics/mlm_exact.json`` and ``metrics/stats/mlm_exact/``.
 """
 from __future__ import annotations
 
@@ -58,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+import numpy as np
 import pandas as pd
 import sacrebleu
 import torch
@@ -67,10 +75,14 @@ from components.data.translation import SubwordVocab, load_translation_task
 from components.energies.mlm import MLMEnergy, MLMEnergyConfig
 from components.inference.mask_predict import MaskPredictConfig
 from components.inference.mcmc.registry import SAMPLERS
-from components.inference.mcmc.traces import run_traced, shard_batch, summarise_run, trace_rows
+from components.inference.mcmc.traces import RATE_COLUMNS, run_traced, sentence_stats, shard_batch, summarise_run, \
+    trace_rows
 from components.io import atomic_path
+from components.metrics.bleu import sentence_stats as bleu_sentence_stats
+from components.metrics.significance import BLEU_COLUMNS, load_stats, save_stats
 from components.models.mlm import load_cmlm
-from components.reports.goyal_mlm import write_report
+from components.reports.goyal_mlm import report_verdicts, write_report
+from components.reports.kit import counts
 from components.seeds import seed_for
 from components.training.cmlm import decode_bleu, predict_lengths
 from flows.parallel import sharded_map
@@ -161,6 +173,8 @@ class MCMCStageConfig:
     model_dir: str = "models/cmlm"
     traces: str = "data/mcmc/traces.parquet"
     exact_metrics: str = "metrics/mlm_exact.json"
+    exact_stats: str = "metrics/stats/mlm_exact"     # the mlm_exact stage's per-sequence statistics
+    stats_dir: str = "metrics/stats/mcmc"
     report_dir: str = "reports/goyal_mlm"
 
     def __post_init__(self):
@@ -296,6 +310,40 @@ def _select(ds: Any, max_words: int, n: int, seed: int, lengths: list[int] | Non
     return sorted(order[:n] if n else order)
 
 
+def _save_stats(folder: Path, cfg: MCMCStageConfig, runs: list[dict[str, Any]],
+                by_key: dict[str, list[dict[str, Any]]], refs: dict[str, str], order: dict[str, list[str]],
+                full_baselines: dict[str, Any]) -> dict[str, Path]:
+    """Every configuration's per-chain, per-sentence statistics (module doc), by its name; returns
+    file stem -> path."""
+    per: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        per[r["name"]] = sentence_stats(by_key[_key(r)], refs, order[r["set"]], burn_in=cfg.burn_in,
+                                        final=r["set"] == "full")
+    short = [r["name"] for r in runs if r["set"] == "short"]
+    full = [r["name"] for r in runs if r["set"] == "full"]
+    files: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+        "bleu": ({n: per[n]["bleu"] for n in short}, BLEU_COLUMNS),
+        "e_norm": ({f"{n}{w}": per[n][f"e_norm{w}"] for n in short for w in ("", "@early", "@late")}, RATE_COLUMNS),
+        "accept": ({n: per[n]["accept"] for n in short}, RATE_COLUMNS),
+        "novel": ({n: per[n]["novel"] for n in short}, RATE_COLUMNS),
+        "bleu_full": ({**{n: per[n]["bleu"] for n in full},
+                       # deterministic decoders: the same statistics for every chain, so they pair with the samplers
+                       **{b: _tile(x, cfg.chains) for b, x in full_baselines.items()}}, BLEU_COLUMNS),
+    }
+    out = {}
+    for stem, (systems, columns) in files.items():
+        if systems:
+            save_stats(folder / f"{stem}.npz", systems, columns)
+            out[stem] = folder / f"{stem}.npz"
+        elif (folder / f"{stem}.npz").exists():
+            (folder / f"{stem}.npz").unlink()             # a stale file of a group no longer run
+    return out
+
+
+def _tile(x: Any, chains: int) -> Any:
+    return np.repeat(np.asarray(x)[None], chains, axis=0)
+
+
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_config(params)
     cmlm = load_section(CMLMStageConfig, "cmlm", params)  # the cmlm stage's corpus and data: its vocabularies
@@ -317,13 +365,15 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                             predicted if cfg.data.shortest and cfg.data.full_sentences else None)}
     if not sets["short"]:
         raise ValueError(f"mcmc: no test verse has <= {cfg.data.max_source_words} source words")
-    lengths, baselines = {}, {}
+    lengths, baselines, baseline_stats = {}, {}, {}
     for name, idx in sets.items():
         sub = test.subset(idx)
         lengths[name] = [predicted[i] for i in idx]
         mp = decode_bleu(model, sub, task.tgt_vocab, cfg.mask_predict, batch_size=64)
         warm = decode_bleu(model, sub, task.tgt_vocab, dataclasses.replace(cfg.mask_predict, iterations=1,
                                                                             length_candidates=1), batch_size=64)
+        baseline_stats[name] = {"mask_predict": bleu_sentence_stats(mp["hypotheses"], sub.references),
+                                "warm_start": bleu_sentence_stats(warm["hypotheses"], sub.references)}
         baselines[name] = {"mask_predict": {"bleu": mp["bleu"], "iterations": cfg.mask_predict.iterations,
                                             "length_candidates": cfg.mask_predict.length_candidates},
                            "warm_start": {"bleu": warm["bleu"]}}
@@ -355,6 +405,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             by_key[row["run"]].append(row)
     refs = dict(zip(vids, refs_all))
     summaries = {key: summarise_run(by_key[key], refs, burn_in=cfg.burn_in) for key in unique}
+    stats_files = _save_stats(ctx.path(cfg.stats_dir), cfg, runs, by_key, refs,
+                              {name: [vids[i] for i in idx] for name, idx in sets.items()}, baseline_stats["full"])
     out_runs = []
     for r in runs:
         s = summaries[_key(r)]
@@ -389,7 +441,12 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                              if isinstance(r.get(k), (int, float))})
     exact_path = ctx.path(cfg.exact_metrics)
     exact = json.loads(exact_path.read_text()) if exact_path.exists() else None
-    files = write_report(exact, metrics, ctx.path(cfg.report_dir), labels=labels(cfg))
+    stats = {**{f"mcmc/{k}": load_stats(p) for k, p in stats_files.items()},
+             **{f"mlm_exact/{p.stem}": load_stats(p) for p in sorted(ctx.path(cfg.exact_stats).glob("*.npz"))}}
+    verdicts = report_verdicts(exact, metrics, stats)
+    metrics["findings"] = counts(verdicts)
+    metrics["verdicts"] = [v.record() for v in verdicts]
+    files = write_report(exact, metrics, ctx.path(cfg.report_dir), labels=labels(cfg), verdicts=verdicts)
     for p in files.values():
         ctx.tracker.log_artifact(Path(p), "goyal_mlm")
     return metrics

@@ -21,12 +21,19 @@ from ``("mlm_exact", "generator")`` — one distribution for every replicate, an
 high-entropy HMMs share their draws. The grid's fingerprint: ``("mlm_exact", "grid")``.
 
 Outputs ``metrics/mlm_exact.json`` in the schema ``components.reports.goyal_mlm`` reads
-(``table`` rows with each objective's mean and sd over seeds, ``figure``, ``settings``); the
-report itself is written by the ``mcmc`` stage, which reads this file.
+(``table`` rows with each objective's mean and sd over seeds, ``figure``, ``settings``) and the
+per-test-sequence statistics of every trained model under ``metrics/stats/mlm_exact/``
+(``components.metrics.significance.save_stats``, columns ``[value, 1]``, ``[replicates, test
+sequences, 2]``; the resampling unit is the held-out sequence, paired across the objectives and
+sizes of a replicate because they share its test set): ``<row>.npz`` per Table 6.1 row (systems
+``<objective>:nll`` / ``:neg_pll`` / ``:neg_mlm`` and ``true:nll``) and ``figure.npz`` (Figure 6.1:
+``<method>@<size>:nll``, ``dpll:nll``, ``true:nll``). The report itself is written by the ``mcmc``
+stage, which reads these.
 """
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import math
 import statistics
@@ -35,9 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from components.config import BaseConfig, ConfigError, ResourcesConfig, check_range, load_section
+from components.metrics.significance import save_stats
 from components.seeds import seed_for
 from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
                                            ProjectionConfig, run_cell, run_projection)
@@ -82,6 +91,7 @@ class MLMExactConfig:
     sweep: SweepConfig = SweepConfig(num_samples=1, max_concurrent=2, metric="nll", mode="min",
                                      resources=ResourcesConfig(cpu=1, gpu=0))
     paper_phoneme_max_len: int = 6
+    stats_dir: str = "metrics/stats/mlm_exact"
 
     def __post_init__(self):
         check_range(self, positive=("train_sizes",), nonnegative=("seeds",), nonempty=("seeds",))
@@ -149,8 +159,66 @@ def exact_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) ->
     else:
         out = run_cell(run["source"], run["train_size"], run["objective"], seed, cell, generator_seed=generator_seed)
         nll = float(out["nll"])
+    arrays = _pop_arrays(out)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
     record = {"run": run, "result": out}
-    report_final({"nll": nll}, {"record.json": json.dumps(record, indent=1)})
+    report_final({"nll": nll}, {"record.json": json.dumps(record, indent=1), "per_sequence.npz": buf.getvalue()})
+
+
+def _pop_arrays(out: dict[str, Any]) -> dict[str, Any]:
+    """Take the per-sequence arrays out of a cell's or projection's result (they travel as an .npz):
+    ``cell``, ``pretrain``, ``<objective>@<size>``."""
+    if "runs" not in out:
+        return {"cell": out.pop("per_sequence")}
+    arrays = {"pretrain": out["pretrain"].pop("per_sequence")}
+    for r in out["runs"]:
+        arrays[f"{r['objective']}@{r['train_size']}"] = r.pop("per_sequence")
+    return arrays
+
+
+_COLUMNS = ("value", "count")
+
+
+def _as_means(x: Any) -> Any:
+    """Per-sequence values ``[replicates, n]`` as ``[value, 1]`` statistics ``[replicates, n, 2]``."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.stack([x, np.ones_like(x)], axis=-1)
+
+
+def save_exact_stats(folder: Path, records: list[dict[str, Any]], arrays: list[dict[str, Any]],
+                     projection_source: str | None) -> list[Path]:
+    """The per-test-sequence statistics files (module doc) from the trials' records and arrays (in
+    the same order; Figure 6.1's from ``projection_source``'s projection runs, as :func:`summarise`);
+    replicates in increasing order. Files of an earlier design left in ``folder`` are removed.
+    Returns the paths written."""
+    rows: dict[str, dict[str, dict[int, Any]]] = {}
+    fig: dict[str, dict[int, Any]] = {}
+    for rec, arr in zip(records, arrays):
+        run, rep = rec["run"], int(rec["run"]["seed"])
+        if run["kind"] == "cell":
+            row = rows.setdefault(_row_name(run["source"], run["train_size"]), {})
+            cell = arr["cell"]
+            for j, m in enumerate(("nll", "neg_pll", "neg_mlm")):
+                row.setdefault(f"{run['objective']}:{m}", {})[rep] = cell[:, j]
+            if cell.shape[1] > 3:
+                row.setdefault("true:nll", {})[rep] = cell[:, 3]
+        elif run["source"] == projection_source:
+            for key, a in arr.items():
+                name = "dpll" if key == "pretrain" else key
+                fig.setdefault(f"{name}:nll", {})[rep] = a[:, 0]
+                if key == "pretrain" and a.shape[1] > 3:
+                    fig.setdefault("true:nll", {})[rep] = a[:, 3]
+    written = []
+    for name, systems in [*rows.items(), *([("figure", fig)] if fig else [])]:
+        reps = sorted(set.intersection(*(set(v) for v in systems.values())))
+        out = {s: _as_means(np.stack([v[r] for r in reps])) for s, v in systems.items()}
+        path = folder / f"{name}.npz"
+        save_stats(path, out, _COLUMNS)
+        written.append(path)
+    for stale in set(folder.glob("*.npz")) - set(written):
+        stale.unlink()
+    return written
 
 
 def _rooted(cell: CellConfig, root: Path) -> CellConfig:
@@ -243,7 +311,13 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                         tracker=ctx.tracker, parent_run_id=parent, storage=ctx.ray_storage,
                         tags={"stage": ctx.stage}, grid=grid)
         records = [json.loads((Path(t["checkpoint"]) / "record.json").read_text()) for t in res.trials]
+        arrays = []
+        for t in res.trials:
+            with np.load(Path(t["checkpoint"]) / "per_sequence.npz", allow_pickle=False) as z:
+                arrays.append({k: z[k] for k in z.files})
         metrics = summarise(cfg, records)
+        save_exact_stats(ctx.path(cfg.stats_dir), records, arrays,
+                         cfg.projection.sources[0] if cfg.projection.sources else None)
         ctx.tracker.log_metrics({f"{row['row'].replace('+', '_plus')}.{obj}.{m}": v for row in metrics["table"]
                                  for obj, e in row["by_objective"].items() for m, v in e.items()
                                  if m in ("nll", "neg_pll", "neg_mlm") and v is not None})

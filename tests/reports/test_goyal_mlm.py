@@ -5,11 +5,11 @@ import pytest
 
 from components.reports.curves import close
 from tests.reports.test_goyal_2019 import _assert_well_formed  # one Markdown-table check for every report
-from components.reports.goyal_mlm import (MIN_BLEU, NOT_DISTINGUISHABLE, NOT_REPRODUCED, NOT_TESTABLE, PAPER_SEC6_6,
+from components.reports import kit
+from components.reports.goyal_mlm import (PAPER_SEC6_6,
                                           PAPER_TABLE6_1, PAPER_TABLE6_2, PAPER_TABLE6_3, PAPER_TABLE6_4,
-                                          PAPER_TABLE6_5, PAPER_TABLE6_6, PARTIAL, REPRODUCED, VERDICTS, figure_6_1,
-                                          figure_6_2, figure_6_3, figure_6_4, findings, findings_table, readme,
-                                          spearman, table_6_1, table_6_2, table_6_3, table_6_4, table_6_5, table_6_6,
+                                          PAPER_TABLE6_5, PAPER_TABLE6_6, figure_6_1,
+                                          figure_6_2, figure_6_3, figure_6_4, readme, report_verdicts, table_6_1, table_6_2, table_6_3, table_6_4, table_6_5, table_6_6,
                                           table_figure_6_1, table_figure_6_2, table_mixing, write_report,
                                           cmlm_curve_text, figure_cmlm_curve)
 from tests.reports.figure_checks import assert_paper_ready, legend_labels, paper_series
@@ -86,12 +86,6 @@ def _mcmc():
                           "warm_start": {"bleu": 15.5}}}
 
 
-def _find(exact, mcmc, prefix, part=""):
-    hits = [r for r in findings(exact, mcmc) if r["claim"].startswith(prefix) and part in r["claim"]]
-    assert len(hits) == 1, (prefix, part, [h["claim"] for h in hits])
-    return hits[0]
-
-
 def _runs(m, group, scheme):
     return [r for r in m["runs"] if r["group"] == group and r["scheme"] == scheme]
 
@@ -118,162 +112,6 @@ def test_paper_numbers_are_transcribed():
     assert PAPER_SEC6_6["raw"] == {"accept": 0.9, "novel": 0.11} and PAPER_SEC6_6["norm"]["novel"] == 0.13
 
 
-def test_spearman():
-    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
-    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-    # the thesis's MH novel rates vs temperature (ties at 0.03): −1/√95
-    assert spearman([2.0, 1.5, 1.0, 0.8, 0.5], [0.03, 0.05, 0.11, 0.06, 0.03]) == pytest.approx(-1 / 95 ** 0.5)
-    assert spearman([1, 2], [5, 5]) is None and spearman([1], [2]) is None
-    assert spearman([1, 2, 3], [1, 2]) is None and spearman([4, 4, 4], [1, 2, 3]) is None
-    # the same number as components.metrics.correlation (both scipy's), where that one gives NaN this gives None
-    from components.metrics.correlation import spearman as metrics_spearman
-    xs, ys = [0.5, 0.8, 1.0, 1.5, 2.0, 2.0], [0.1, 0.3, 0.3, 0.2, 0.9, 0.4]
-    assert spearman(xs, ys) == pytest.approx(metrics_spearman(xs, ys), abs=1e-12)
-
-
-def test_every_claim_reproduced_on_good_numbers():
-    rows = findings(_exact(), _mcmc())
-    assert len(rows) == 12
-    assert all(set(r) == {"claim", "paper", "ours", "verdict"} for r in rows)
-    assert [r["verdict"] for r in rows] == [REPRODUCED] * 12, [(r["claim"], r["ours"]) for r in rows]
-    assert all(r["verdict"] in VERDICTS for r in rows)
-    assert "6/6 rows hold" in rows[0]["ours"] and "phoneme" in rows[0]["ours"]       # phoneme: no LL, untested
-    # the thesis's own numbers, tested the same way
-    assert "6/6 rows hold" in rows[0]["paper"]
-    assert "Spearman +1.00" in _find(None, None, "(6)", "temperature falls (degenerate")["paper"]
-    assert "does not hold in the thesis" in _find(None, None, "(6)", "temperature falls (MH")["paper"]
-    assert "3/3 hold" in _find(None, None, "(9)")["paper"]
-
-
-# ---------------------------------------------------------------------------------------------
-# verdicts follow the numbers
-def test_claim1_counts_rows_and_uses_the_seeds_spread():
-    ex = _exact()
-    for entry in ex["table"][:2]:                       # MLM better than PLL in 2 of 6 rows
-        entry["by_objective"]["mlm"]["nll"] = entry["by_objective"]["pll"]["nll"] - 0.5
-    row = _find(ex, None, "(1)")
-    assert row["verdict"] == PARTIAL and "4/6 rows hold" in row["ours"]
-    for entry in ex["table"][:6]:
-        entry["by_objective"]["mlm"]["nll"] = entry["by_objective"]["pll"]["nll"] - 0.5
-    assert _find(ex, None, "(1)")["verdict"] == NOT_REPRODUCED
-    ex = _exact()
-    for entry in ex["table"][:6]:                       # PLL < MLM by less than the sd: undecided
-        entry["by_objective"]["mlm"]["nll"] = entry["by_objective"]["pll"]["nll"] + 0.005
-    row = _find(ex, None, "(1)")
-    assert row["verdict"] == NOT_DISTINGUISHABLE and "|Δ| ≤ sd" in row["ours"]
-    for entry in ex["table"][:6]:                       # one seed: no spread, the sign decides
-        entry["seeds"] = 1
-    assert _find(ex, None, "(1)")["verdict"] == REPRODUCED
-
-
-def test_claims_2_and_3_flip():
-    ex = _exact()
-    ex["figure"]["nll"]["kl"][0] = ex["figure"]["nll"]["kl_pl"][0] = 6.9       # KL worse than PL-only at 30
-    assert _find(ex, None, "(2)")["verdict"] == NOT_REPRODUCED
-    assert _find(ex, None, "(3)")["verdict"] == PARTIAL                       # 10/12 below DPLL
-    assert "10/12 hold" in _find(ex, None, "(3)")["ours"]
-    ex = _exact()
-    ex["figure"]["nll"]["kl"][0] = 6.47                                        # within the sd of PL-only 6.5
-    ex["figure"]["nll"]["kl_pl"][0] = 6.48
-    assert _find(ex, None, "(2)")["verdict"] == NOT_DISTINGUISHABLE
-    ex["figure"]["dpll"]["nll"] = 4.0
-    assert _find(ex, None, "(3)")["verdict"] == NOT_REPRODUCED
-
-
-def test_claim4_flips_when_degenerate_gibbs_wins():
-    m = _mcmc()
-    (deg,) = _runs(m, "main", "deg")
-    deg["e_norm"], deg["bleu"] = 10.0, 30.0
-    row = _find(None, m, "(4)")
-    assert row["verdict"] == NOT_REPRODUCED and "0/4 hold" in row["ours"]
-    deg["e_norm"] = 40.0                          # between raw (41) and norm (39) on E_norm, still best BLEU
-    deg["bleu"] = 5.0
-    assert _find(None, m, "(4)")["verdict"] == PARTIAL
-
-
-def test_claim5_flips():
-    m = _mcmc()
-    (deg,) = _runs(m, "main", "deg")
-    deg["curve"]["e_norm"], deg["curve"]["bleu"] = _flat(70.0), _flat(12.0)
-    assert _find(None, m, "(5)")["verdict"] == PARTIAL          # MH fine, deg does not degrade: 2/3
-    m = _mcmc()
-    (raw,) = _runs(m, "main", "raw")
-    raw["curve"]["bleu"] = _ramp(25.0, 10.0)
-    row = _find(None, m, "(5)")
-    assert row["verdict"] == PARTIAL and "raw degrades" in row["ours"]
-    # the burn-in is left out: a deg chain that collapses only during burn-in does not degrade afterwards
-    m = _mcmc()
-    (deg,) = _runs(m, "main", "deg")
-    deg["curve"]["e_norm"] = [50.0 + 5 * i for i in range(BURN)] + _flat(90.0, SWEEPS)
-    deg["curve"]["bleu"] = [18.0 - i for i in range(BURN)] + _flat(6.0, SWEEPS)
-    assert "deg does not degrade" in _find(None, m, "(5)")["ours"]
-
-
-def test_claims_6_to_9_flip():
-    m = _mcmc()
-    for r in _runs(m, "temperature", "deg"):
-        r["novel"] = 1.0 - r["novel"]
-    assert _find(None, m, "(6)", "temperature falls (degenerate")["verdict"] == NOT_REPRODUCED
-    assert _find(None, m, "(6)", "temperature falls (MH")["verdict"] == REPRODUCED
-    m = _mcmc()
-    for r in _runs(m, "block", "raw") + _runs(m, "block", "norm"):
-        r["novel"] = 0.05
-    row = _find(None, m, "(7)")
-    assert row["verdict"] == NOT_REPRODUCED and "R-hat 1.020" in row["ours"] and "ESS 55.0" in row["ours"]
-    m = _mcmc()
-    for r in _runs(m, "anneal", "norm") + _runs(m, "anneal", "raw"):
-        r["accept"] = 0.3 + r["value"]                 # acceptance rises with the step
-    row = _find(None, m, "(8)")
-    assert row["verdict"] == PARTIAL and "6/8 hold" in row["ours"]
-    m = _mcmc()
-    m["baselines"]["mask_predict"]["bleu"] = 25.0       # mask-predict beats both MH energies
-    row = _find(None, m, "(9)")
-    assert row["verdict"] == NOT_REPRODUCED and "1/3 hold" in row["ours"]
-    m["baselines"]["mask_predict"]["bleu"] = 22.2       # between norm and raw
-    assert _find(None, m, "(9)")["verdict"] == PARTIAL
-
-
-# ---------------------------------------------------------------------------------------------
-# missing and failed
-def test_missing_everything_is_not_run_and_not_testable():
-    rows = findings(None, None)
-    assert [r["verdict"] for r in rows] == [NOT_TESTABLE] * 12
-    assert findings({}, {"runs": []}) == rows
-    md = readme(None, None)
-    assert "not run" in md and "Figure 6.1 is a plot and gives no numbers" in md
-    _assert_well_formed(md)
-    assert "(6.74)" in table_6_1(None) and "(12.87)" in table_6_2(None)      # the thesis's numbers stand alone
-    with pytest.raises(ValueError):
-        readme([], None)
-
-
-def test_partial_metrics():
-    ex = _exact()
-    del ex["figure"]
-    m = {"settings": {"burn_in": BURN, "sweeps": SWEEPS}, "runs": [r for r in _mcmc()["runs"] if r["group"] == "main"]}
-    m["runs"][0].pop("curve")
-    verdicts = {r["claim"][:3]: r["verdict"] for r in findings(ex, m)}
-    assert verdicts["(1)"] == REPRODUCED and verdicts["(2)"] == NOT_TESTABLE and verdicts["(3)"] == NOT_TESTABLE
-    assert verdicts["(4)"] == REPRODUCED
-    assert verdicts["(5)"] == REPRODUCED                       # raw has no curve: deg and norm decide
-    assert "raw: no post-burn-in curve" in _find(ex, m, "(5)")["ours"]
-    assert verdicts["(7)"] == NOT_TESTABLE and verdicts["(9)"] == NOT_TESTABLE
-    assert "mask-predict baseline not run" in _find(ex, m, "(9)")["ours"]
-    assert "Table 6.4: not run" in table_6_4(m) and "Baselines: not run" in table_6_6(m)
-    assert "not run" in table_figure_6_1(ex)
-
-
-def test_failed_objective_is_marked_and_untested():
-    ex = _exact()
-    ex["table"][0]["by_objective"]["ll"]["failed"] = True
-    ex["table"][0]["by_objective"]["ll"]["nll"] = 99.0
-    row = _find(ex, None, "(1)")
-    assert row["verdict"] == REPRODUCED and "5/5 rows hold" in row["ours"] and "LL did not train" in row["ours"]
-    assert "99.00 ± 0.01 ✗ (6.74)" in table_6_1(ex)
-
-
-# ---------------------------------------------------------------------------------------------
-# tables, figures, report
 def test_tables_show_ours_beside_the_thesis():
     ex, m = _exact(), _mcmc()
     t1 = table_6_1(ex)
@@ -294,7 +132,7 @@ def test_tables_show_ours_beside_the_thesis():
     assert "| Raw Score Energy | 22.50 |" in t6 and "30.12" in t6 and "15.50" in t6 and "1 length candidate" in t6
     mix = table_mixing(m)
     assert mix.count("| 1.020 |") == len(m["runs"]) and "5678" in mix
-    for md in (t1, f1, f2, t2, t4, t5, t6, mix, findings_table(findings(ex, m))):
+    for md in (t1, f1, f2, t2, t4, t5, t6, mix, kit.table(report_verdicts(ex, m))):
         _assert_well_formed(md)
 
 
@@ -371,8 +209,6 @@ def test_bleu_panels_show_the_spread_across_chains_where_the_runs_have_it():
 
 def test_write_report(tmp_path: Path):
     ex, m = _exact(), _mcmc()
-    (deg,) = _runs(m, "main", "deg")
-    deg["e_norm"], deg["bleu"] = 10.0, 30.0                      # claim 4 no longer holds
     out = write_report(ex, m, tmp_path / "report")
     assert set(out) == {"README.md", "figure_6_1.png", "figure_6_2.png", "figure_6_3.png", "figure_6_4.png",
                         "cmlm_curve.png"}
@@ -389,35 +225,21 @@ def test_write_report(tmp_path: Path):
         assert f"({png})" in md
     assert "No learning curve of the CMLM was recorded" in md        # _mcmc() has no model.curve
     assert "Greek→English New Testament" in md and "patterns" in md and "burn_in: 7" in md
-    assert "| claim | thesis's evidence | ours | verdict |" in md
-    assert "**reproduced**" in md and "**not reproduced**" in md
+    assert "| claim | task | paper | ours | verdict |" in md           # the kit's findings table
     _assert_well_formed(md)
     assert readme(copy.deepcopy(ex), copy.deepcopy(m)) == md
     # nothing run: still writes every file
     out2 = write_report(None, None, tmp_path / "empty")
     assert all(p.exists() for p in out2.values())
-    assert "**not testable here**" in out2["README.md"].read_text()
-
-
-def test_a_model_below_min_bleu_keeps_bleu_out_of_the_findings():
-    m = _mcmc()
-    (deg,) = _runs(m, "main", "deg")
-    deg["e_norm"], deg["bleu"] = 60.0, 30.0       # deg "wins" on BLEU, loses on E_norm
-    assert _find(None, m, "(4)")["verdict"] != REPRODUCED
-    m["model"]["dev_bleu_mask_predict"] = MIN_BLEU - 0.5    # the model's translations are noise
-    row = _find(None, m, "(4)")
-    assert row["verdict"] == REPRODUCED and "BLEU left out" in row["ours"]
-    assert _find(None, m, "(9)")["verdict"] == NOT_TESTABLE
-    m["model"]["dev_bleu_mask_predict"] = MIN_BLEU + 0.5
-    assert _find(None, m, "(4)")["verdict"] != REPRODUCED
-    assert _find(None, m, "(9)")["verdict"] != NOT_TESTABLE
+    assert {v.verdict for v in report_verdicts(None, None)} == {kit.NOT_TESTABLE}
 
 
 def test_an_unknown_scheme_is_listed_with_the_callers_label_and_a_default_colour(tmp_path: Path):
     m = _mcmc()
     m["runs"] += [_r("main", "walk", e_norm=45.0), _r("block", "walk", block="annealed"), _r("full", "walk"),
                   _r("temperature", "walk", 1.0)]
-    assert findings(_exact(), m) == findings(_exact(), _mcmc())           # the thesis's claims: its schemes only
+    # the thesis's claims: its schemes only
+    assert [v.record() for v in report_verdicts(_exact(), m)] == [v.record() for v in report_verdicts(_exact(), _mcmc())]
     labels = {"walk": "a new sampler"}
     assert "| a new sampler | 45.00 |" in table_figure_6_2(m, labels)
     assert "| walk | 45.00 |" in table_figure_6_2(m)                      # no label given: the scheme's name
@@ -474,13 +296,10 @@ def test_figure_6_2_shows_the_random_start_rows_and_says_how_each_run_started():
         assert_paper_ready(fig)
     finally:
         close(fig)
-    # every finding but (5) reads the main group; (5), Figure 6.2's "deg degrades", reads the random start
-    # (the thesis's chains share one random start) when it ran
-    with_rs, without = findings(_exact(), m), findings(_exact(), _mcmc())
-    five = [i for i, r in enumerate(with_rs) if r["claim"].startswith("(5)")]
-    assert len(five) == 1
-    assert [r for i, r in enumerate(with_rs) if i not in five] == [r for i, r in enumerate(without) if i not in five]
-    assert with_rs[five[0]]["ours"].startswith("random_start group") and without[five[0]]["ours"].startswith("main group")
+    # Figure 6.2's "deg degrades" reads the random start (the thesis's chains share one random start) when it ran
+    scope = {v.claim.id: v.scope for v in report_verdicts(_exact(), m)}
+    assert scope["deg_degrades"].startswith("random_start group")
+    assert {v.claim.id: v.scope for v in report_verdicts(_exact(), _mcmc())}["deg_degrades"].startswith("main group")
 
 
 CURVE = [{"epoch": 1, "dev_token_loss": 5.0, "dev_unigram_loss": 5.5, "dev_bleu": 0.5},

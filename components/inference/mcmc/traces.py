@@ -16,7 +16,9 @@ and the target temperature of each sweep (the state's ``temperature``, so any sa
 :func:`trace_rows` flattens a trace into one row per (sweep, chain, sentence) with the decoded text
 and its sentence BLEU; :func:`summarise_run` turns the rows of one configuration into the report's
 figures (means over the sampling sweeps, per-sweep curves, corpus BLEU per chain and sweep, rank
-R-hat and bulk ESS of each sentence's energy trace across its chains).
+R-hat and bulk ESS of each sentence's energy trace across its chains); :func:`sentence_stats` turns
+them into per-chain, per-sentence statistics ``[C, B, d]`` (the paired bootstrap's inputs:
+``components.metrics.significance``).
 """
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ from torch import Tensor
 
 from components.energies.mlm import MLMEnergy
 from components.inference.diagnostics import trace_diagnostics
-from components.metrics.bleu import corpus_bleu
+from components.metrics.bleu import corpus_bleu, sentence_stats as bleu_sentence_stats
 
-__all__ = ["ChainBatch", "ChainTrace", "run_traced", "trace_rows", "summarise_run", "shard_batch"]
+__all__ = ["ChainBatch", "ChainTrace", "run_traced", "trace_rows", "summarise_run", "sentence_stats", "shard_batch",
+           "RATE_COLUMNS"]
 
 
 @dataclass
@@ -183,6 +186,69 @@ def summarise_run(rows: Sequence[dict[str, Any]], references: dict[str, str], *,
                      "min": float(ess[np.isfinite(ess)].min()) if np.isfinite(ess).any() else None},
         "chains": len(chains), "sentences": len(sents), "sweeps": len(sweeps) - 1,
     }
+
+
+#: columns of a per-sentence mean (energy, rate): ``[value, 1]``, scored by ``significance.mean_score``
+RATE_COLUMNS = ("value", "count")
+
+
+def sentence_stats(rows: Sequence[dict[str, Any]], references: dict[str, str], sentence_ids: Sequence[str], *,
+                   burn_in: int, final: bool = False) -> dict[str, np.ndarray]:
+    """Per-chain, per-sentence statistics of one configuration from its :func:`trace_rows`, the
+    sentences in the order of ``sentence_ids`` (each must have rows) and the chains in index order
+    (chain ``c`` of two configurations starts from the same draws: the stage's common random numbers):
+
+    - ``bleu`` [C, B, 10]: BLEU sufficient statistics (``components.metrics.bleu.sentence_stats``)
+      of the chain's states summed over the sampling sweeps (``sweep > burn_in``), or of its last
+      state only (``final``) — each chain's corpus BLEU is ``significance.bleu_score()`` of the sum
+      over sentences;
+    - ``e_norm``, ``energy``, ``accept``, ``novel`` [C, B, 2]: ``[mean over the sampling sweeps, 1]``
+      (:data:`RATE_COLUMNS`; ``accept`` / ``novel``: the sweep's fraction of proposals accepted /
+      accepted and new, averaged over sweeps);
+    - ``e_norm@early`` / ``e_norm@late`` [C, B, 2]: the same mean over the first / last third of the
+      sampling sweeps (at least one sweep each)."""
+    if not rows:
+        raise ValueError("sentence_stats: no rows")
+    sweeps = sorted({r["sweep"] for r in rows})
+    chains = sorted({r["chain"] for r in rows})
+    bi = {v: i for i, v in enumerate(sentence_ids)}
+    unknown = sorted({r["sentence"] for r in rows} - set(bi))
+    if unknown:
+        raise ValueError(f"sentence_stats: rows of sentences {unknown[:5]} not in sentence_ids")
+    missing = [s for s in sentence_ids if s not in references]
+    if missing:
+        raise ValueError(f"sentence_stats: no reference for sentences {missing[:5]}")
+    sampling = [s for s in sweeps if s > burn_in]
+    if not sampling:
+        raise ValueError(f"sentence_stats: no sweep after the burn-in ({burn_in}); last sweep {sweeps[-1]}")
+    si, ci = {v: i for i, v in enumerate(sampling)}, {v: i for i, v in enumerate(chains)}
+    shape = (len(sampling), len(chains), len(sentence_ids))
+    arr = {k: np.full(shape, np.nan) for k in ("energy", "e_norm", "accepted", "novel")}
+    text = np.empty(shape, dtype=object)
+    for r in rows:
+        if r["sweep"] not in si:
+            continue
+        idx = (si[r["sweep"]], ci[r["chain"]], bi[r["sentence"]])
+        for k in arr:
+            arr[k][idx] = r[k]
+        text[idx] = r["text"]
+    if any(t is None for t in text.flat):
+        raise ValueError("sentence_stats: some (sweep, chain, sentence) has no row")
+    refs = [references[s] for s in sentence_ids]
+    used = [len(sampling) - 1] if final else range(len(sampling))
+    bleu = np.zeros((len(chains), len(sentence_ids), 10))
+    for s in used:
+        for c in range(len(chains)):
+            bleu[c] += bleu_sentence_stats(list(text[s, c]), refs)
+    k = max(1, len(sampling) // 3)
+
+    def mean(x: np.ndarray) -> np.ndarray:               # [S', C, B] -> [C, B, 2]
+        m = x.mean(0)
+        return np.stack([m, np.ones_like(m)], axis=-1)
+
+    return {"bleu": bleu, "e_norm": mean(arr["e_norm"]), "energy": mean(arr["energy"]),
+            "accept": mean(arr["accepted"]), "novel": mean(arr["novel"]),
+            "e_norm@early": mean(arr["e_norm"][:k]), "e_norm@late": mean(arr["e_norm"][-k:])}
 
 
 def shard_batch(sources: Sequence[Sequence[int]], lengths: Sequence[int], device: str = "cpu") -> ChainBatch:
