@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 from sacrebleu.metrics import BLEU
 
 DEFAULT_EDGES = (20, 30, 40)
@@ -76,12 +77,11 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *, tokeniz
                       signature=str(metric.get_signature()))
 
 
-def sentence_stats(hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a") -> "np.ndarray":
+def sentence_stats(hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a") -> np.ndarray:
     """Per-sentence BLEU sufficient statistics ``[n, 10]`` in sacrebleu's layout (``sys_len,
     ref_len, correct_1..4, total_1..4``; ``components.metrics.significance.BLEU_COLUMNS``): their
     sum scored by ``significance.bleu_score()`` is :func:`corpus_bleu`'s score, and resampling their
     rows is Koehn's paired bootstrap."""
-    import numpy as np
     hyps, refs = _check(hypotheses, references, "sentence_stats")
     metric = BLEU(tokenize=tokenize)
     return np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)

@@ -19,10 +19,14 @@ of the interval is tested on synthetic paired data with a known difference
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from components.io import atomic_path
 
 Score = Callable[[np.ndarray], np.ndarray]     # [..., d] summed statistics -> [...] scores
 
@@ -91,8 +95,6 @@ def save_stats(path, systems: dict[str, np.ndarray], columns: tuple[str, ...] | 
     """Write per-sentence statistics of several systems (name -> ``[n, d]`` or ``[seeds, n, d]``,
     ``d = len(columns)``) to one ``.npz`` file, atomically; :func:`load_stats` reads it back. The
     systems of one file are scored on the same sentences (same ``n``), so any two can be paired."""
-    import io
-    from components.io import atomic_path
     cols = list(columns)
     arrays: dict[str, np.ndarray] = {}
     n = None
@@ -130,7 +132,6 @@ class Stats:
 
 def load_stats(path) -> Stats:
     """Read a file of :func:`save_stats` (a clear error naming the file when it is not one)."""
-    from pathlib import Path
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no per-sentence statistics (run the stage that scores the test set)")

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import numpy as np
+
+from components.metrics.significance import f1_score, ratio_score
+
 
 def _split(tag: str) -> tuple[str, str]:
     if tag == "O" or tag == "*" or "-" not in tag:
@@ -83,13 +87,12 @@ ACCURACY_COLUMNS = ("correct", "tokens")
 SPAN_F1_COLUMNS = ("tp", "predicted", "gold")
 
 
-def sentence_stats(metric: str, gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> "np.ndarray":
+def sentence_stats(metric: str, gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> np.ndarray:
     """Per-sentence sufficient statistics of ``metric`` ``[n, d]``: ``accuracy`` -> ``[correct,
     tokens]`` (:data:`ACCURACY_COLUMNS`), ``span_f1`` -> ``[tp, predicted, gold]`` spans
     (:data:`SPAN_F1_COLUMNS`). Summed over sentences and scored by :func:`stats_score` they give
     :func:`tagging_scores`'s ``score``; the paired bootstrap resamples their rows
     (``components.metrics.significance``)."""
-    import numpy as np
     rows = []
     for i, (g, p) in enumerate(zip(gold, pred, strict=True)):
         if len(g) != len(p):
@@ -114,7 +117,6 @@ def stats_columns(metric: str) -> tuple[str, ...]:
 
 def stats_score(metric: str):
     """The score (percent) of summed :func:`sentence_stats`: accuracy or span F1 (vectorised)."""
-    from components.metrics.significance import f1_score, ratio_score
     stats_columns(metric)
     return ratio_score() if metric == "accuracy" else f1_score()
 
