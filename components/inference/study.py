@@ -9,7 +9,11 @@
   one long table (a row per instance x N x restart x lr) for the Parquet artifact.
 - :func:`tune_on_dev`: for each row value (e.g. N), the tuned value (e.g. lr) with the best dev
   score, then that configuration on test, the same for every instance (Sec. 4.2).
-- :func:`speed` times an inference method at a given batch size (examples per second).
+- :func:`speed` times an inference method at a given batch size (examples per second);
+  :func:`speed_repeats` times several methods a few times each, interleaved (the repeats behind an
+  interval of a speed ratio).
+- :func:`selection_stats`: the per-sentence statistics of a GD selection (its counts) in the layout of
+  ``components.metrics.tagging.sentence_stats``.
 - :func:`subset`: the seeded evaluation subset of a split.
 """
 from __future__ import annotations
@@ -100,20 +104,24 @@ def grid_table(grid: dict[str, torch.Tensor], cfg: GDConfig) -> pa.Table:
 
 def tune_on_dev(make: Callable[[dict[str, Any]], Any], tuned: TunedConfig, energy: Any, dev: TaggingDataset,
                 test: TaggingDataset, labels: Any, metric: str, *, batch_size: int = 32,
-                device: str = "cpu") -> dict[str, dict[str, Any]]:
+                device: str = "cpu", instances: bool = False):
     """For each row value: the tuned value with the best dev score (ties: the first listed), then
     that configuration on test. ``make(config mapping)`` builds the method. -> ``{row: metrics +
-    {tune_key: chosen}}``."""
-    out = {}
+    {tune_key: chosen}}``; with ``instances``, also ``{row: per-instance arrays}`` of the test run
+    (``evaluate_inference(..., instances=True)``'s)."""
+    out, inst = {}, {}
     for row in tuned.rows:
         def at(value):
             return make({**tuned.config, tuned.rows_key: row, tuned.tune_key: value})
         dev_scores = [evaluate_inference(energy, at(v), dev, labels, metric, batch_size=batch_size,
                                          device=device)["score"] for v in tuned.values]
         best = tuned.values[int(np.argmax(dev_scores))]
-        m = evaluate_inference(energy, at(best), test, labels, metric, batch_size=batch_size, device=device)
+        m = evaluate_inference(energy, at(best), test, labels, metric, batch_size=batch_size, device=device,
+                               instances=instances)
+        if instances:
+            m, inst[str(row)] = m
         out[str(row)] = {**m, tuned.tune_key: best, "dev_score": float(max(dev_scores))}
-    return out
+    return (out, inst) if instances else out
 
 
 @torch.no_grad()
@@ -131,3 +139,47 @@ def speed(energy: Any, method: Any, ds: TaggingDataset, batch_size: int, *, devi
         method(energy, b)
     sync()
     return n / max(time.perf_counter() - t0, 1e-9)
+
+
+@torch.no_grad()
+def speed_repeats(energy: Any, methods: dict[str, Any], ds: TaggingDataset, batch_size: int, repeats: int, *,
+                  device: str = "cpu") -> dict[str, list[float]]:
+    """Examples per second of each of ``methods`` (name -> method) on ``ds`` at ``batch_size``, timed
+    ``repeats`` times, interleaved: round ``r`` times every method once, in the order rotated by ``r``,
+    so a drift in the machine's load falls on every method alike and round ``r``'s timings are paired.
+    -> name -> ``repeats`` speeds (round order). Each method is warmed up once first."""
+    if repeats < 1:
+        raise ValueError(f"speed_repeats: repeats must be >= 1, got {repeats}")
+    n = len(ds)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    batches = [ds.collate(list(range(i, min(i + batch_size, n)))).to(device) for i in range(0, n, batch_size)]
+    energy.eval()
+    names = list(methods)
+    for name in names:
+        methods[name](energy, batches[0])          # warm-up
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        k = r % max(len(names), 1)
+        for name in names[k:] + names[:k]:
+            sync()
+            t0 = time.perf_counter()
+            for b in batches:
+                methods[name](energy, b)
+            sync()
+            out[name].append(n / max(time.perf_counter() - t0, 1e-9))
+    return out
+
+
+def selection_stats(counts: Any, metric: str) -> np.ndarray:
+    """Per-sentence statistics ``[n, d]`` of a GD selection from its counts ``[n, 3]`` = (correct,
+    predicted, gold) (:func:`~components.inference.oracle.instance_counts`), in the columns of
+    ``components.metrics.tagging.stats_columns(metric)``: ``accuracy`` -> (correct, tokens),
+    ``span_f1`` -> (tp, predicted, gold). Summed and scored they give the selection's ``score``."""
+    c = np.asarray(counts.numpy() if hasattr(counts, "numpy") else counts, dtype=np.float64)
+    if c.ndim != 2 or c.shape[1] != 3:
+        raise ValueError(f"selection_stats: counts must have shape [n, 3], got {c.shape}")
+    if metric == "accuracy":
+        return c[:, :2].copy()
+    if metric == "span_f1":
+        return c.copy()
+    raise ValueError(f"selection_stats: unknown metric {metric!r}: expected 'accuracy' or 'span_f1'")

@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from components.io import atomic_path
+from components.metrics.correlation import rankdata
 
 Score = Callable[[np.ndarray], np.ndarray]     # [..., d] summed statistics -> [...] scores
 
@@ -89,6 +90,26 @@ def bleu_score() -> Score:
             out = bp * np.exp(logs.mean(-1))
         return np.where(correct.sum(-1) > 0, out, 0.0)
     return score
+
+
+def rank_stats(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sentence ``[rx, ry, rx², ry², rx·ry, 1]`` from the average ranks of ``x`` and ``y`` ([n],
+    ranked once on the full set): summed and scored by :func:`pearson_score` they give Spearman's
+    rho, so :func:`paired_bootstrap` gives an interval of a difference of two rank correlations."""
+    rx, ry = rankdata(x), rankdata(y)
+    return np.stack([rx, ry, rx ** 2, ry ** 2, rx * ry, np.ones_like(rx)], axis=1)
+
+
+def pearson_score(s: np.ndarray) -> np.ndarray:
+    """Pearson's r from summed ``[x, y, x², y², xy, count]`` (0 where a side has no variance or no
+    count); with :func:`rank_stats`' columns, Spearman's rho (vectorised over leading axes)."""
+    s = np.asarray(s, dtype=np.float64)
+    n = s[..., 5]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cov = s[..., 4] - s[..., 0] * s[..., 1] / n
+        vx, vy = s[..., 2] - s[..., 0] ** 2 / n, s[..., 3] - s[..., 1] ** 2 / n
+        r = cov / np.sqrt(vx * vy)
+    return np.where((n > 0) & (vx > 0) & (vy > 0), r, 0.0)
 
 
 def save_stats(path, systems: dict[str, np.ndarray], columns: tuple[str, ...] | list[str]) -> None:

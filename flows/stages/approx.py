@@ -15,11 +15,27 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
 - inference networks and local baselines (Tables 1 and 4), discretised outputs (Table 6);
 - the methods of ``approx.tuned`` (instance-tailored networks, GD warm-started by the network),
   one configuration per row tuned on dev and applied to every test instance (Table 6);
-- speed at batch size 10 and at the fastest batch size (Table 3);
+- speed at batch size 10 and at the fastest batch size (Table 3); at batch size 10 every method is
+  timed :data:`SPEED_REPEATS` times, interleaved (``speed[m]["bs10_repeats"]``; ``bs10`` is their
+  median), so the report's speed claims carry an interval over the repeats;
 - Spearman correlation of search error with the perplexity of the word sequence and of the gold
   label sequence under two LSTM language models trained on the task (Sec. 6.2).
 
-Everything lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow,
+Per-sentence statistics of every method evaluated on test (the inputs of the report's paired
+bootstrap intervals) land in ``metrics/stats/approx/`` (:data:`STATS_DIR`):
+
+- ``<task>.npz``: each system's ``components.metrics.tagging.stats_columns(metric)`` per test sentence
+  (``[correct, tokens]`` or ``[tp, predicted, gold]``). Systems: ``{energy}.viterbi``,
+  ``{energy}.{arch}.{mode}`` (inference networks and local baselines), ``{energy}.{method}``
+  (``approx.methods``), ``{energy}.gd_oracle`` (the paper's full oracle), ``{energy}.gd_oracle.{N}``
+  (oracle lr at N), ``{energy}.gd_min_energy`` and ``.{N}``, ``{energy}.gd_dev_tuned``,
+  ``{energy}.{tuned}.{row}`` (``approx.tuned``);
+- ``<task>.values.npz``: per-sentence values as ``[value, 1]`` columns (``("value", "count")``, a
+  mean by ``significance.mean_score``): ``energy:<system>`` (the energy of the system's discrete
+  output), ``relaxed:<system>`` (of its relaxed output, where it has one), ``energy:{energy}.gold``,
+  and ``ppl:words`` / ``ppl:labels`` (the language models' perplexities of Sec. 6.2).
+
+Everything else lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow,
 the decoding times and speeds included (:data:`TIMINGS_ARE_RESULTS`): the report tabulates and plots
 them (Table 3, Figure 2) and judges the papers' speed claims from them, so they are this stage's
 measurements, not run facts kept apart (:mod:`components.metrics.run_facts`).
@@ -52,8 +68,11 @@ from components.inference.evaluate import evaluate_inference
 from components.inference.gd_select import dev_tuned_select, min_energy_select
 from components.inference.oracle import oracle_select
 from components.inference.study_config import ApproxStudyConfig
-from components.inference.study import gd_grid, grid_table, merge_shards, speed, subset, tune_on_dev
+from components.inference.study import (gd_grid, grid_table, merge_shards, selection_stats, speed, speed_repeats,
+                                        subset, tune_on_dev)
 from components.metrics.correlation import spearman
+from components.metrics.significance import save_stats
+from components.metrics.tagging import stats_columns
 from components.seeds import seed_for
 from components.training.infnet import variant_name
 from components.training.lm import LM_KINDS, tagging_lm_perplexities
@@ -64,6 +83,9 @@ from flows.stages.common import StageContext, main, numeric
 # the decoding times (``decode_seconds``, ``decode_*_per_s``, ``speed``) stay in metrics/approx/<task>.json
 # (read by ``run_stage``): the report stage needs them; only ``stage_seconds`` goes to metrics/timings/
 TIMINGS_ARE_RESULTS = True
+STATS_DIR = "metrics/stats/approx"       # <task>.npz, <task>.values.npz (module doc); read by the report stage
+VALUE_COLUMNS = ("value", "count")
+SPEED_REPEATS = 10                        # interleaved timings per method at batch size 10 (a few seconds per task)
 
 
 def _gd_shard(args: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -127,12 +149,26 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     energies = {name: checkpoints.load(ctx.path(cfg.energy_dir) / task_name / name, device, expect="energy")
                 for name in dict.fromkeys([cfg.table1_energy, cfg.energy])}
 
+    stats: dict[str, np.ndarray] = {}           # system -> per-sentence statistics of the metric
+    values: dict[str, np.ndarray] = {}          # "energy:<system>", ... -> per-sentence values (module doc)
+
+    def keep(system: str, sentence_stats: Any, energy: Any, relaxed: Any = None) -> None:
+        stats[system] = np.asarray(sentence_stats, dtype=np.float64)
+        values[f"energy:{system}"] = np.asarray(energy, dtype=np.float64)
+        if relaxed is not None and not np.isnan(np.asarray(relaxed, dtype=np.float64)).all():
+            values[f"relaxed:{system}"] = np.asarray(relaxed, dtype=np.float64)
+
+    def keep_inst(system: str, name: str, inst: dict[str, np.ndarray]) -> None:
+        keep(system, inst["stats"], inst["energy"], inst["relaxed_energy"])
+        values.setdefault(f"energy:{name}.gold", inst["gold_energy"])
+
     def evaluate(name: str, method: Any, key: str) -> dict[str, Any]:
         m, inst = evaluate_inference(energies[name], method, test, labels, metric, batch_size=bs, device=device,
                                      instances=True)
         if key != "viterbi":
             m["search_error"] = float(np.mean(inst["energy"] - vit[name]))
         out[f"{name}.{key}"] = m
+        keep_inst(f"{name}.{key}", name, inst)
         return inst
 
     # exact inference: the yardstick, per energy
@@ -175,6 +211,16 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
             continue
         dev_grid = merged[name, std, "dev"]
         tuned = dev_tuned_select(dev_grid["counts"], dev_grid["energy"], grid["counts"], grid["energy"], **sel_args)
+        keep(f"{name}.gd_oracle", selection_stats(sel.full.counts, metric), sel.full.energy, sel.full.relaxed_energy)
+        keep(f"{name}.gd_min_energy", selection_stats(low.counts, metric), low.energy, low.relaxed_energy)
+        keep(f"{name}.gd_dev_tuned", selection_stats(tuned.test.counts, metric), tuned.test.energy,
+             tuned.test.relaxed_energy)
+        for c, n in enumerate(gd.checkpoints):
+            per = sel.per_n
+            keep(f"{name}.gd_oracle.{n}", selection_stats(per.counts[c], metric), per.energy[c],
+                 None if per.relaxed_energy is None else per.relaxed_energy[c])
+            keep(f"{name}.gd_min_energy.{n}", selection_stats(low_n[c].counts, metric), low_n[c].energy,
+                 low_n[c].relaxed_energy)
         if name == cfg.energy:
             by_init[str(std)]["dev_tuned"] = tuned.summary()
         out[f"{name}.gd_oracle"] = {str(row["N"]): {k: v for k, v in row.items() if k != "N"} for row in sel.rows()}
@@ -214,19 +260,29 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     for mname, tcfg in cfg.tuned.items():
         def make(c, m=mname):
             return INFERENCE.build(m, c, net=net, **_seeded(m, seed, task_name))
-        out[f"{cfg.energy}.{mname}"] = tune_on_dev(make, tcfg, energies[cfg.energy], dev, test, labels, metric,
-                                                   batch_size=bs, device=device)
+        out[f"{cfg.energy}.{mname}"], inst = tune_on_dev(make, tcfg, energies[cfg.energy], dev, test, labels, metric,
+                                                         batch_size=bs, device=device, instances=True)
+        for row, arrays in inst.items():
+            keep_inst(f"{cfg.energy}.{mname}.{row}", cfg.energy, arrays)
     done(f"tuned {list(cfg.tuned)}")
 
     # Table 3: speed (examples/s) under the BLSTM-CRF energy, at batch size 10 and the fastest size
     methods = {m: INFERENCE.build(m, c, **_seeded(m, seed, task_name)) for m, c in cfg.speed_methods.items()}
     methods.update({a: INFERENCE.build("infnet", net=nets[variant_name(cfg.table1_energy, a, "infnet")])
                     for a in cfg.archs})
+    # batch size 10: SPEED_REPEATS interleaved timings per method (their median is bs10; the report
+    # judges speed claims on the per-round ratios); the other sizes once each, for the fastest
+    repeats = (speed_repeats(energies[cfg.table1_energy], methods, test, 10, SPEED_REPEATS, device=device)
+               if 10 in cfg.speed_batch_sizes else {})
     sp = {}
     for mname, method in methods.items():
-        per_bs = {b: speed(energies[cfg.table1_energy], method, test, b, device=device) for b in cfg.speed_batch_sizes}
+        per_bs = {b: (float(np.median(repeats[mname])) if b == 10 else
+                      speed(energies[cfg.table1_energy], method, test, b, device=device))
+                  for b in cfg.speed_batch_sizes}
         sp[mname] = {"bs10": per_bs.get(10, float("nan")), "fastest": max(per_bs.values()),
                      "fastest_bs": float(max(per_bs, key=per_bs.get))}
+        if mname in repeats:
+            sp[mname]["bs10_repeats"] = repeats[mname]
     out["speed"] = sp
     done("speed")
 
@@ -246,6 +302,12 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     done("language models and Spearman")
     for key, errs in search_errors.items():
         out[f"{key}_search_error"] = float(np.mean(errs))
+    for kind in LM_KINDS:
+        values[f"ppl:{kind}"] = np.asarray(ppl[kind], dtype=np.float64)
+    stats_dir = ctx.path(STATS_DIR)
+    save_stats(stats_dir / f"{task_name}.npz", stats, stats_columns(metric))
+    save_stats(stats_dir / f"{task_name}.values.npz",
+               {k: np.stack([v, np.ones_like(v)], axis=1) for k, v in values.items()}, VALUE_COLUMNS)
     return out
 
 

@@ -1,6 +1,8 @@
-"""``report`` stage: the Tu & Gimpel (2019) tables and figure from the ``approx`` stage's metrics
-(``metrics/approx/<task>.json``, one per task of ``approx.tasks``), with the paper's numbers beside
-ours, as Markdown and PNG (``reports/tu_gimpel/``), in MLflow."""
+"""``report`` stage: the Tu & Gimpel (2019) tables, findings and figure from the ``approx`` stage's
+metrics (``metrics/approx/<task>.json``) and per-sentence statistics (``metrics/stats/approx/<task>.npz``,
+``<task>.values.npz``), one per task of ``approx.tasks``, with the paper's numbers beside ours, as
+Markdown and PNG (``reports/tu_gimpel/``), in MLflow. Its metrics: ``findings`` (the verdict counts)
+and ``verdicts`` (every verdict with its interval and n)."""
 from __future__ import annotations
 
 import json
@@ -9,22 +11,24 @@ from typing import Any
 
 from components.config import load_section
 from components.io import atomic_path, write_text
+from components.metrics.significance import load_stats
 from components.reports.curves import close
 from components.inference.study_config import ApproxStudyConfig
-from components.reports.tu_gimpel import findings_counts, report
+from components.reports.tu_gimpel import TaskData, findings, findings_record, report
 from flows.stages.common import StageContext, main
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     approx_metrics: str = "metrics/approx"        # <task>.json per task of approx.tasks
+    approx_stats: str = "metrics/stats/approx"    # <task>.npz, <task>.values.npz (the approx stage writes them)
     out_dir: str = "reports/tu_gimpel"
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(ReportConfig, "report", params)
     acfg = load_section(ApproxStudyConfig, "approx", params)
-    results = {}
+    results, stats = {}, {}
     for task in acfg.tasks:
         path = ctx.path(cfg.approx_metrics) / f"{task}.json"
         if not path.exists():
@@ -33,14 +37,18 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         if task not in data:
             raise ValueError(f"{path}: no results under {task!r} (keys {sorted(data)})")
         results[task] = data[task]
-    md, fig = report(results, acfg.arch, tuple(acfg.methods), (acfg.table1_energy, acfg.energy))
+        folder = ctx.path(cfg.approx_stats)
+        stats[task] = TaskData(data[task], load_stats(folder / f"{task}.npz"), load_stats(folder / f"{task}.values.npz"))
+    energies = (acfg.table1_energy, acfg.energy)
+    verdicts = findings(results, stats, acfg.arch, energies)
+    md, fig = report(results, acfg.arch, tuple(acfg.methods), energies, stats, verdicts)
     out = ctx.path(cfg.out_dir)
     write_text(out / "README.md", md)
     with atomic_path(out / "figure2.png") as tmp:
         fig.savefig(tmp, format="png")
     close(fig)
     ctx.tracker.log_artifact(out, "tu_gimpel")
-    return {"tasks": len(results), "findings": findings_counts(results, acfg.arch, (acfg.table1_energy, acfg.energy))}
+    return {"tasks": len(results), **findings_record(verdicts)}
 
 
 if __name__ == "__main__":

@@ -159,3 +159,15 @@ def test_statistics_files_round_trip_and_refuse_bad_shapes(tmp_path):
         save_stats(tmp_path / "t.npz", {"x": np.ones((5, 2)), "y": np.ones((4, 2))}, ("correct", "tokens"))
     with pytest.raises(FileNotFoundError, match="t.npz"):
         load_stats(tmp_path / "t.npz")
+
+
+def test_rank_statistics_give_spearmans_rho():
+    from scipy import stats
+    from components.metrics.significance import pearson_score, rank_stats
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=80)
+    y = x + rng.normal(size=80)
+    y[:10] = y[0]                                        # ties: average ranks, as scipy
+    rho = float(pearson_score(rank_stats(x, y).sum(0)))
+    assert rho == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+    assert float(pearson_score(rank_stats(x, np.ones(80)).sum(0))) == 0.0     # no variance: 0, not NaN
