@@ -25,7 +25,7 @@ STUDIES: dict[str, tuple[str, ...]] = {
     "pipeline": ("fetch", "prepare", "bench", "headline"),
     "tu_gimpel": ("train", "train_energy", "infnets", "approx", "report"),
     "shevchenko_osokin": ("scaling",),
-    "goyal_2018": ("search_aware",),
+    "goyal_2018": ("screen", "search_aware"),
     "goyal_2019": ("translator", "normalisation"),
     "goyal_mlm": ("distil", "mlm_exact", "cmlm", "mcmc"),
 }

@@ -29,6 +29,7 @@ from components.models.mlm import CMLMConfig
 from flows.stages.bench import BenchConfig
 from flows.stages.cmlm import CMLMStageConfig
 from flows.stages.fetch import FetchConfig
+from flows.stages.screen import ScreenConfig
 from flows.stages.infnets import InfNetStageConfig
 from flows.stages.mcmc import MCMCStageConfig
 from flows.stages.mlm_exact import MLMExactConfig
@@ -48,7 +49,7 @@ SECTIONS: dict[str, type] = {
     "train_energy": EnergyStageConfig, "infnets": InfNetStageConfig, "approx": ApproxStudyConfig,
     "report": ReportConfig, "bench": BenchConfig, "mlm_exact": MLMExactConfig, "cmlm": CMLMStageConfig,
     "mcmc": MCMCStageConfig, "scaling": ScalingStageConfig, "search_aware": SearchAwareConfig,
-    "normalisation": NormalisationConfig, "headline": HeadlineConfig,
+    "normalisation": NormalisationConfig, "headline": HeadlineConfig, "screen": ScreenConfig,
 }
 
 # Other stages read part of a section with a plain class, over that class's own defaults (not the
@@ -67,13 +68,14 @@ KEPT = {
     "base.raw_dir", "base.prepared_dir",
     "train.models_dir", "train.plots_dir", "train_energy.models_dir", "train_energy.plots_dir",
     "infnets.energy_dir", "infnets.models_dir", "infnets.plots_dir", "approx.energy_dir", "approx.infnet_dir",
-    "report.approx_metrics", "report.out_dir", "headline.out_dir", "bench.report", "bench.oracle.task", "bench.oracle.energy",
+    "report.approx_metrics", "report.approx_stats", "report.out_dir", "headline.out_dir", "screen.stats_dir",
+    "screen.report_path", "bench.report", "bench.oracle.task", "bench.oracle.energy",
     "bench.oracle.energy_dir", "bench.beam.task", "mlm_exact.cell.phoneme_dir",
     # task lists: dvc.yaml's foreach (one stage per task); the task catalogue prepare reads
     "studies.tu_gimpel", "prepare.tasks",
     # study design: the corpora, the energies, objectives, architectures and methods compared, and
     # the grids they are compared over (registry names here also select a stage's code deps)
-    "fetch.corpora",
+    "fetch.corpora", "screen.tasks",
     "train_energy.energies", "train_energy.objective",
     "infnets.energies", "infnets.archs", "infnets.modes", "infnets.energy_archs",
     "approx.energy", "approx.table1_energy", "approx.archs", "approx.modes", "approx.arch", "approx.gd.lrs",

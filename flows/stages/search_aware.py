@@ -13,13 +13,26 @@ every other variant — the relaxed-beam objectives start from the CE model of t
 Outputs: ``models/search_aware/<task>/<variant>/`` (the best seed, with its recipe; the CE model of
 every seed under ``warm_start/``),
 ``metrics/search_aware.json`` (per task and variant: the dev-tuned settings and the mean / std
-over seeds of each decoding's dev and test score), ``plots/search_aware/<task>.json`` (training
-curves of the best seed) and the report.
+over seeds of each decoding's dev and test score; top-level ``findings``, the kit's verdict counts,
+and ``verdicts``, each verdict as data), ``metrics/stats/search_aware/<task>.npz`` (the per-sentence
+test statistics of every ``<variant>/<decoding>``, ``[seeds, n, d]`` with several replicates, and the
+``majority/constant`` baseline: the inputs of every verdict's paired-bootstrap interval),
+``plots/search_aware/<task>.json`` (training curves of the best seed) and the report.
+
+Did-not-learn guard (as ``scaling`` and the studies treat such runs: recorded as failed, the stage
+goes on): a variant whose dev score is 0, or whose mean test score under the decoding it is trained
+for is not above the majority-tag baseline's (``components.training.screen.majority_tag_stats``;
+``components.training.guard.check_learned``), is ``failed`` with its reason; the report shows it as
+no table cell and makes every claim that needs it *not testable*. An annealed-α run is kept only
+from an epoch where α has left its start (``fit(selectable=...)``); a variant with a replicate where
+no such epoch exists is recorded with ``no_selectable_epoch`` and its claims are *not testable*.
 """
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,15 +49,23 @@ from components.io import write_json
 from components.metrics.run_facts import results_only
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
-from components.reports.goyal_2018 import write_report
+from components.metrics.significance import load_stats, save_stats
+from components.metrics.tagging import stats_columns, stats_score
+from components.reports import kit
+from components.reports.goyal_2018 import findings, write_report
 from components.seeds import seed_for
+from components.training.guard import DidNotLearn, check_learned
 from components.training.loop import TrainConfig, fit
+from components.training.screen import majority_tag_stats
 from components.training.registry import OBJECTIVES
 from flows.lifecycle import work_dir
 from flows.ray_runtime import copy_checkpoint, report_final, tensor_bytes
 from flows.search_space import check_sweep_space, with_values
 from flows.stages.common import StageContext, main
 from flows.tuning import run_grid, tune_in_trial
+
+STATS_FILE = "test_stats.npz"     # a trial's per-sentence test statistics, one array per decoding
+
 
 @dataclass(frozen=True)
 class VariantConfig:
@@ -77,6 +98,7 @@ class SearchAwareConfig:
     resources: ResourcesConfig = ResourcesConfig()
     models_dir: str = "models/search_aware"
     plots_dir: str = "plots/search_aware"
+    stats_dir: str = "metrics/stats/search_aware"    # <task>.npz: test statistics of every <variant>/<decoding>
     report_dir: str = "reports/goyal_2018"
 
     def __post_init__(self):
@@ -216,22 +238,34 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     # the soft beam decodes a model trained through it with the alpha of its kept epoch
     alpha = (objective.alpha_at(state.best_epoch) if entry.meta["feed"] == "soft beam" else None) or cfg.decode_alpha
     scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
+    test_stats: dict[str, np.ndarray] = {}          # decoding -> per-sentence statistics [n, d] of test
     with torch.no_grad():
         for split, ds in (("dev", task.dev), ("test", task.test)):
             for d in cfg.decodings:
-                scores[split][d] = evaluate_decoding(model, INFERENCE.build_with(d, {"k": k, "alpha": alpha}), ds, labels,
-                                                     task.metric, batch_size=cfg.eval_batch_size, device=device)["score"]
+                res = evaluate_decoding(model, INFERENCE.build_with(d, {"k": k, "alpha": alpha}), ds, labels,
+                                        task.metric, batch_size=cfg.eval_batch_size, device=device,
+                                        instances=split == "test")
+                if split == "test":
+                    res, inst = res
+                    test_stats[d] = inst["stats"]
+                scores[split][d] = res["score"]
+    buf = io.BytesIO()
+    np.savez(buf, **test_stats)
+    # an annealed run whose alpha never left its start in any epoch has no annealed model (fit's
+    # ``selectable``): its best score is -inf and it keeps its last weights
+    selectable = math.isfinite(best.score)
     meta = {"task": task_name, "variant": variant, "seed": rep, "objective": v.objective,
             "config": dataclasses.asdict(objective.cfg), "describe": objective.describe(), "tuned": best.values,
             "recipe": recipe("seq2seq", "seq2seq", cfg.model, task.sizes), "history": state.history,
             "scores": scores, "beam_size": k, "decode_alpha": alpha}
-    report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
+    report_final({"best_dev_score": best.score if selectable else -1.0, "selectable": float(selectable),
+                  "best_epoch": float(state.best_epoch),
                   "epochs_run": float(state.epoch),
                   "seconds_per_epoch": float(np.mean(state.seconds)) if state.seconds else 0.0,
                   "tuning_seconds": best.seconds,
                   **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}},
                  {"model.pt": tensor_bytes(best.kept["weights"]),
-                  "model.json": json.dumps(meta, indent=2, default=str)})
+                  "model.json": json.dumps(meta, indent=2, default=str), STATS_FILE: buf.getvalue()})
 
 
 # -- the stage ---------------------------------------------------------------------------------------
@@ -249,8 +283,15 @@ def _short(key: str, variant: str) -> str:
     return key
 
 
-def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str, Any]], baseline: float,
+               metric: str) -> dict[str, Any]:
+    """The variant's record over its seeds (means, stds, the best seed's settings and curve), its test
+    statistics per decoding (``_stats``: ``[n, d]``, or ``[seeds, n, d]`` in replicate order) and the
+    did-not-learn guard: a variant whose dev score is 0, or whose mean test score under the decoding it
+    is trained for is not above ``baseline`` (the majority-tag baseline's test score), is ``failed``
+    (``failure``: why) — recorded, never a table cell; the report makes its claims not testable."""
     v = cfg.variants[name]
+    runs = sorted(runs, key=lambda r: int(r["run"]["seed"]))      # seeds paired across variants
     metas = [json.loads((Path(r["checkpoint"]) / "model.json").read_text()) for r in runs]
     best_i = int(np.argmax([r["metrics"]["best_dev_score"] for r in runs]))
     described = metas[best_i]["describe"]              # the objective's own account (alpha, decay, feed)
@@ -267,8 +308,23 @@ def _aggregate(cfg: SearchAwareConfig, task: str, name: str, runs: list[dict[str
         out[f"{split}_std"] = {d: float(np.std(x)) for d, x in vals.items()}
     for key in ("epochs_run", "best_epoch", "seconds_per_epoch", "tuning_seconds"):
         out[key] = float(np.mean([r["metrics"][key] for r in runs]))
-    out["failed"] = bool(out["dev"][OBJECTIVES[v.objective].meta["prediction"]] <= 0.0)
-    out["failure"] = "dev score 0: the model did not learn" if out["failed"] else ""
+    pred = OBJECTIVES[v.objective].meta["prediction"]
+    out["failed"], out["failure"] = False, ""
+    if out["dev"][pred] <= 0.0:
+        out["failed"], out["failure"] = True, f"dev score 0 ({pred} decoding): the model did not learn"
+    else:
+        try:
+            check_learned(baseline, out["test"][pred], what=f"search_aware {task}/{name}")
+        except DidNotLearn:
+            out["failed"], out["failure"] = True, (
+                f"test {metric} {out['test'][pred]:.2f} ({pred} decoding) is not above the majority-tag "
+                f"baseline's {baseline:.2f}: the model did not learn")
+    stuck = [r["run"]["seed"] for r in runs if not r["metrics"].get("selectable", 1.0)]
+    if stuck:
+        out["no_selectable_epoch"] = f"replicate(s) {stuck}: in none of the epochs run had α left its initial value"
+    loaded = [np.load(io.BytesIO((Path(r["checkpoint"]) / STATS_FILE).read_bytes())) for r in runs]
+    out["_stats"] = {d: (np.stack([z[d] for z in loaded]) if len(loaded) > 1 else loaded[0][d])
+                     for d in cfg.decodings}
     out["best_seed"] = runs[best_i]["run"]["seed"]
     out["_best"] = runs[best_i]["checkpoint"]
     out["_curve"] = metas[best_i]["history"]
@@ -292,21 +348,28 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                          resources=cfg.resources)
 
     metrics: dict[str, Any] = {"tasks": {}}
+    stats: dict[str, Any] = {}
     for task in cfg.tasks:
         t = load_tagging_task(ctx.path(ctx.base.prepared_dir) / task,
                               max_train_sentences=cfg.max_train_sentences.get(task, 0),
                               seed=seed_for(ctx.base.seed, "data", task, "train_subsample"))
         labels = t.vocabs["label"]
+        # the did-not-learn guard's bar: every test token tagged with the training set's most frequent tag
+        majority = majority_tag_stats(t.train, t.test, t.metric)
+        baseline = float(stats_score(t.metric)(majority.sum(0)))
+        systems: dict[str, np.ndarray] = {"majority/constant": majority}
         entry: dict[str, Any] = {"metric": t.metric, "n_labels": len(labels),
                                  "top_k_labels": int(t.meta.get("top_k_labels", 0)),
                                  "beam_size": cfg.beam_size.get(task, 3), "n_train": len(t.train),
                                  "n_dev_tuning": min(len(t.dev), cfg.max_dev_sentences or len(t.dev)),
+                                 "n_test": len(t.test), "majority_baseline": baseline,
                                  "variants": {}, "curves": {}}
         for name in cfg.variants:
             mine = [r for r in runs if r["run"]["task"] == task and r["run"]["variant"] == name]
             if not mine:
                 continue
-            agg = _aggregate(cfg, task, name, mine)
+            agg = _aggregate(cfg, task, name, mine, baseline, t.metric)
+            systems.update({f"{name}/{d}": x for d, x in agg.pop("_stats").items()})
             copy_checkpoint(Path(agg.pop("_best")), models / task / name)
             entry["curves"][name] = [{"epoch": h["epoch"], "train_loss": h["train_loss"], "dev_score": h["dev_score"]}
                                      for h in agg.pop("_curve")]
@@ -315,13 +378,19 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             if r["run"]["task"] == task and r["run"]["variant"] == "ce":
                 copy_checkpoint(_warm_start(ctx.work, task, r["run"]["seed"]), _warm_start(models, task, r["run"]["seed"]))
         metrics["tasks"][task] = entry
+        path = ctx.path(cfg.stats_dir) / f"{task}.npz"
+        save_stats(path, systems, stats_columns(t.metric))
+        stats[task] = load_stats(path)            # the verdicts rest on what the file holds
     for task, entry in metrics["tasks"].items():
         write_json(ctx.path(cfg.plots_dir) / f"{task}.json", entry["curves"])
-    files = write_report(metrics, ctx.path(cfg.report_dir))
+    verdicts = findings(metrics, stats)
+    files = write_report(metrics, ctx.path(cfg.report_dir), stats, verdicts)
     for path in files.values():
         ctx.tracker.log_artifact(Path(path), "report")
     for task, entry in metrics["tasks"].items():
         entry.pop("curves")
+    metrics["findings"] = kit.counts(verdicts)
+    metrics["verdicts"] = [v.record() for v in verdicts]
     return metrics
 
 

@@ -48,6 +48,22 @@ def test_search_aware_stage_runs_both_grids_and_writes_the_report(tiny_root):
     assert "Table 2" in readme and (root / "reports/goyal_2018/curves_ner.png").exists()
     curves = json.loads((root / "plots/search_aware/ner.json").read_text())
     assert set(curves) == set(ner["variants"]) and all(len(c) == 1 for c in curves.values())
+    # the per-sentence test statistics of every (variant, decoding), and the verdicts resting on them
+    from components.metrics.significance import load_stats
+    from components.metrics.tagging import stats_score
+    from components.reports import kit
+    st = load_stats(root / "metrics/stats/search_aware/ner.npz")
+    assert set(st.systems) == {f"{v}/{d}" for v in ner["variants"] for d in ("greedy", "beam", "soft_beam")} | {
+        "majority/constant"}
+    for v, rec in ner["variants"].items():
+        assert rec["test"]["beam"] == pytest.approx(float(stats_score("span_f1")(st[f"{v}/beam"].sum(0))))
+        assert rec["failed"] == (rec["test"][("beam" if v.startswith(("dl", "hinge")) else "greedy")]
+                                 <= ner["majority_baseline"] or rec["dev"][("beam" if v.startswith(("dl", "hinge"))
+                                                                           else "greedy")] <= 0)
+    assert ner["majority_baseline"] == 0.0 and ner["n_test"] == st["ce/greedy"].shape[0]
+    assert saved["findings"] == m["findings"] and sum(m["findings"].values()) == len(m["verdicts"]) > 0
+    assert {r["verdict"] for r in m["verdicts"]} <= set(kit.VERDICTS)
+    assert "claims:" in readme
 
 
 @pytest.mark.parametrize("edit, match", [

@@ -4,10 +4,15 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
+import numpy as np
+
+from components.metrics.significance import Stats
+from components.reports import kit
 from components.reports.curves import MAX_SERIES, close
-from components.reports.goyal_2018 import (BEAM_VARIANTS, DECAY_VARIANTS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
+from components.reports.goyal_2018 import (BEAM_VARIANTS, CLAIMS, DECAY_VARIANTS, SEARCH_AWARE, SOFT_HARD_MARGIN,
                                            SS_VARIANTS, TABLE1_2, TABLE3_1, TABLE3_2, VARIANT_LABEL, curves_figure,
-                                           findings, findings_table, table_beam, table_decay, table_ss, write_report)
+                                           findings, screen_markdown, screen_verdicts, table_beam, table_decay,
+                                           table_ss, write_report)
 from tests.reports.figure_checks import assert_paper_ready, legend_labels
 
 
@@ -47,9 +52,9 @@ def _good_ner():
 def _bad_morph():
     """Every claim fails."""
     return _task({
-        "ce": _var(90.0, 91.0, 91.0),
-        "hinge_annealed": _var(88.0, 88.0, 87.0), "hinge_alpha1": _var(88.0, 89.0, 88.0),
-        "dl_alpha1": _var(88.0, 90.0, 89.0), "dl_annealed": _var(88.0, 89.5, 89.0),
+        "ce": _var(90.0, 89.0, 89.0),
+        "hinge_annealed": _var(88.0, 89.0, 86.0), "hinge_alpha1": _var(88.0, 90.0, 87.0),
+        "dl_alpha1": _var(88.0, 90.0, 87.0), "dl_annealed": _var(88.0, 88.0, 85.0),
         "ss_greedy": _var(89.0), "ss_sample": _var(88.0),
         "dss_fixed_greedy": _var(89.5), "dss_fixed_sample": _var(89.0),
         "dss_annealed_greedy": _var(88.0), "dss_annealed_sample": _var(88.5),
@@ -59,16 +64,6 @@ def _bad_morph():
 
 def _metrics(**tasks):
     return {"tasks": tasks}
-
-
-def _rows(rows, task, prefix):
-    hits = [r for r in rows if r["task"] == task and r["claim"].startswith(prefix)]
-    assert hits, (task, prefix)
-    return hits
-
-
-def _verdicts(rows, task):
-    return [r["verdict"] for r in rows if r["task"] == task]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,97 +90,186 @@ def test_paper_tables_transcribed_exactly():
 
 
 # ---------------------------------------------------------------------------------------------
-# findings
-def test_findings_all_reproduced_and_all_not_reproduced():
-    rows = findings(_metrics(ner=_good_ner(), greek_morph=_bad_morph()))
-    assert {r["verdict"] for r in rows} <= {REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE}
-    assert all(set(r) == {"claim", "task", "paper", "ours", "verdict"} for r in rows)
-    assert _verdicts(rows, "ner") == [REPRODUCED] * 6
-    assert _verdicts(rows, "greek_morph") == [NOT_REPRODUCED] * 6
-    c1 = _rows(rows, "ner", "(1)")[0]
-    assert "56.15" in c1["paper"] and "54.92" in c1["paper"]
-    assert "53.00" in c1["ours"] and "50.00" in c1["ours"]
-    assert "85.82" in _rows(rows, "greek_morph", "(1)")[0]["paper"]
-    hinge = [r for r in _rows(rows, "greek_morph", "(2)") if "hinge" in r["claim"]][0]
-    assert "83.54" in hinge["paper"] and "83.36" in hinge["paper"]
+# findings: verdicts from constructed per-sentence statistics whose verdict is known
+N, TOKENS = 300, 10
 
 
-def test_soft_beam_claim_quotes_the_papers_own_mixed_evidence():
-    rows = findings(_metrics(ner=_good_ner(), greek_morph=_bad_morph()))
-    ner3 = _rows(rows, "ner", "(3)")[0]
-    assert "holds for 3/4" in ner3["paper"] and "holds for 4/4" in ner3["ours"]
-    morph3 = _rows(rows, "greek_morph", "(3)")[0]
-    assert "holds for 1/4" in morph3["paper"] and "holds for 0/4" in morph3["ours"]
-    # soft == hard counts as holding (≥), for every model
-    m = _good_ner()
-    for v in ("hinge_annealed", "hinge_alpha1", "dl_alpha1", "dl_annealed"):
-        m["variants"][v]["test"]["soft_beam"] = m["variants"][v]["test"]["beam"]
-    assert _rows(findings(_metrics(ner=m)), "ner", "(3)")[0]["verdict"] == REPRODUCED
-    # one model with soft < hard: not reproduced
-    m["variants"]["dl_alpha1"]["test"]["soft_beam"] = 50.0
-    assert _rows(findings(_metrics(ner=m)), "ner", "(3)")[0]["verdict"] == NOT_REPRODUCED
+def _stats(scores, *, noise=0.0, seed=0, n=N):
+    """Per-sentence accuracy statistics [n, 2] for each system ``variant/decoding`` -> accuracy (%).
+    ``noise`` 0: every sentence has the same share of correct tokens (an interval of width ~0 around
+    the true difference); > 0: each system's per-sentence correct count is drawn independently
+    (a difference of a few points then straddles zero)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, acc in scores.items():
+        p = acc / 100.0
+        if noise:
+            correct = rng.binomial(TOKENS, p, size=n).astype(float)
+        else:        # exact share: sentence i gets floor/ceil so that the total is p * n * TOKENS
+            total = int(round(p * n * TOKENS))
+            correct = np.full(n, total // n, dtype=float)
+            correct[: total % n] += 1
+        out[name] = np.stack([correct, np.full(n, float(TOKENS))], 1)
+    return Stats(("correct", "tokens"), out)
 
 
-def test_ss_claim_picks_best_by_dev_and_needs_both_inequalities():
-    m = _good_ner()
-    row = _rows(findings(_metrics(ner=m)), "ner", "(4)")[0]
-    assert "dss_annealed_greedy" in row["ours"] and "ss_greedy" in row["ours"]
-    assert "dss_annealed_greedy 56.33" not in row["paper"]          # the paper's best by dev: α-soft fixed greedy
-    assert "dss_fixed_greedy 55.88 > ss_sample 54.60 > ce 53.32" in row["paper"]
-    # relaxed > Bengio holds, but Bengio does not beat CE
-    m["variants"]["ce"]["test"]["greedy"] = 51.5
-    assert _rows(findings(_metrics(ner=m)), "ner", "(4)")[0]["verdict"] == NOT_REPRODUCED
-    # the best-by-dev α-soft variant is what counts, not the best on test
-    m = _good_ner()
-    m["variants"]["dss_fixed_sample"]["dev"]["greedy"] = 99.0          # best dev, test 51.5 > ss 51.0 still
-    row = _rows(findings(_metrics(ner=m)), "ner", "(4)")[0]
-    assert row["ours"].startswith("dss_fixed_sample 51.50 >") and row["verdict"] == REPRODUCED
-    # greek_morph: the thesis has no CCG column, MT is quoted for reference
-    mrow = _rows(findings(_metrics(greek_morph=_bad_morph())), "greek_morph", "(4)")[0]
-    assert "MT" in mrow["paper"] and "not comparable" in mrow["paper"] and "20.60" in mrow["paper"]
+def _sys_scores(m):
+    """The statistics of every variant's test scores as the metrics give them."""
+    return {f"{v}/{d}": s for v, r in m["variants"].items() for d, s in r["test"].items()}
 
 
-def test_missing_and_failed_variants_are_not_testable():
-    m = _good_ner()
-    del m["variants"]["dl_annealed"]
-    m["variants"]["dss_always"] = _var(10.0, failed=True, failure="dev F1 stayed at 0")
-    for v in ("ss_greedy", "ss_sample"):
-        del m["variants"][v]
-    rows = findings(_metrics(ner=m))
-    c1 = _rows(rows, "ner", "(1)")[0]
-    assert c1["verdict"] == NOT_TESTABLE and "dl_annealed not run" in c1["ours"]
-    dl2 = [r for r in _rows(rows, "ner", "(2)") if "DL" in r["claim"]][0]
-    assert dl2["verdict"] == NOT_TESTABLE
-    hinge2 = [r for r in _rows(rows, "ner", "(2)") if "hinge" in r["claim"]][0]
-    assert hinge2["verdict"] == REPRODUCED
-    c3 = _rows(rows, "ner", "(3)")[0]                                  # tested on the three that ran
-    assert c3["verdict"] == REPRODUCED and "holds for 3/3" in c3["ours"] and "dl_annealed not run" in c3["ours"]
-    c4 = _rows(rows, "ner", "(4)")[0]
-    assert c4["verdict"] == NOT_TESTABLE and "no usable Bengio variant" in c4["ours"]
-    c5 = _rows(rows, "ner", "(5)")[0]
-    assert c5["verdict"] == NOT_TESTABLE and "dss_always failed (dev F1 stayed at 0)" in c5["ours"]
-    # a task with none of the search-aware models at all
-    only_ce = _task({"ce": _var(50.0)})
-    assert _rows(findings(_metrics(ner=only_ce)), "ner", "(3)")[0]["verdict"] == NOT_TESTABLE
+def _by(verdicts, task=None):
+    return {v.claim.id: v for v in verdicts if task is None or v.scope == task}
 
 
-def test_within_noise_is_nuance_not_a_verdict():
-    m = _good_ner()
-    m["variants"]["dl_annealed"].update(seeds=3, test_std={"greedy": 2.0, "beam": 2.0, "soft_beam": 2.0})
-    m["variants"]["ce"].update(seeds=3, test_std={"greedy": 4.0, "beam": 4.0, "soft_beam": 4.0})
-    c1 = _rows(findings(_metrics(ner=m)), "ner", "(1)")[0]
-    assert c1["verdict"] == REPRODUCED and "within noise" in c1["ours"] and "± 2.00" in c1["ours"]
-    m["variants"]["ce"]["test"]["greedy"] = 53.5                        # now CE wins, still within noise
-    c1 = _rows(findings(_metrics(ner=m)), "ner", "(1)")[0]
-    assert c1["verdict"] == NOT_REPRODUCED and "within noise" in c1["ours"]
+def _acc(m):
+    m["metric"] = "accuracy"
+    return m
 
 
-def test_unknown_task_gets_findings_without_paper():
-    rows = findings(_metrics(my_task=_good_ner()))
-    assert _verdicts(rows, "my_task") == [REPRODUCED] * 6
-    assert _rows(rows, "my_task", "(1)")[0]["paper"] == "no paper counterpart"
-    md = findings_table(rows)
-    assert md.count("**reproduced**") == 6 and md.startswith("| claim | task | paper | ours | verdict |")
+def test_claims_hold_where_the_statistics_say_so_and_fail_where_they_say_the_opposite():
+    good, bad = _acc(_good_ner()), _bad_morph()
+    verdicts = findings(_metrics(ner=good, greek_morph=bad),
+                        {"ner": _stats(_sys_scores(good)), "greek_morph": _stats(_sys_scores(bad))})
+    ner, morph = _by(verdicts, "ner"), _by(verdicts, "greek_morph")
+    assert set(ner) == {"dl_annealed_beats_ce", "dl_annealed_beats_ce_beam", "annealed_beats_alpha1_dl",
+                        "annealed_beats_alpha1_hinge", "soft_equals_hard", "ce_beam_vs_greedy_ner", "dl_beats_hinge",
+                        "hinge_vs_ce_ner", "relaxed_ss_ranking", "gentler_decay_ranking"}
+    assert {v.verdict for v in ner.values()} == {kit.REPRODUCED}, {k: v.verdict for k, v in ner.items()}
+    # the CCG stand-in: the claims made for CCG, every one the other way round
+    assert "gentler_decay_ranking" not in morph or morph["gentler_decay_ranking"].verdict == kit.NOT_TESTABLE
+    assert {"ce_beam_vs_greedy_ccg", "hinge_vs_ce_ccg"} <= set(morph) and "ce_beam_vs_greedy_ner" not in morph
+    judged = {k: v.verdict for k, v in morph.items() if k != "gentler_decay_ranking"}
+    assert set(judged.values()) == {kit.NOT_REPRODUCED}, judged
+    # every verdict carries its interval (a ranking: one per part) and n
+    for v in ner.values():
+        ivs = [iv for _, iv in v.parts] or [v.interval]
+        assert all(iv.n == N and iv.low <= iv.estimate <= iv.high for iv in ivs)
+    d = ner["dl_annealed_beats_ce"]
+    assert d.interval.estimate == pytest.approx(53.0 - 50.0) and d.claim.paper.a == 56.15 and d.claim.paper.b == 54.92
+    assert [label for label, _ in ner["relaxed_ss_ranking"].parts] == ["relaxed − Bengio", "Bengio − CE"]
+    assert len(ner["gentler_decay_ranking"].parts) == 3 and len(ner["soft_equals_hard"].parts) == 4
+    # the records the metrics file gets
+    rec = d.record()
+    assert rec["claim"] == "dl_annealed_beats_ce" and rec["verdict"] == kit.REPRODUCED and rec["n"] == N
+
+
+def test_differences_on_noise_are_inconclusive():
+    m = _acc(_good_ner())
+    flat = {k: 70.0 for k in _sys_scores(m)}           # every system alike: only sampling noise differs
+    verdicts = _by(findings(_metrics(ner=m), {"ner": _stats(flat, noise=1.0, n=60)}), "ner")
+    words = {k: v.verdict for k, v in verdicts.items()}
+    assert kit.REPRODUCED not in {w for k, w in words.items() if k != "soft_equals_hard"}
+    assert list(words.values()).count(kit.INCONCLUSIVE) == 10, words
+
+
+def test_soft_hard_equivalence_gives_all_three_verdicts():
+    m = _acc(_good_ner())
+
+    def verdict(soft_minus_hard, noise=0.0, n=N):
+        scores = _sys_scores(m)
+        for v in SEARCH_AWARE:
+            scores[f"{v}/soft_beam"] = scores[f"{v}/beam"] + soft_minus_hard
+        return _by(findings(_metrics(ner=m), {"ner": _stats(scores, noise=noise, n=n)}))["soft_equals_hard"]
+
+    assert verdict(0.3).verdict == kit.REPRODUCED                     # inside ±1 point
+    assert verdict(-4.0).verdict == kit.NOT_REPRODUCED                # outside, on either side
+    assert verdict(4.0).verdict == kit.NOT_REPRODUCED
+    assert verdict(0.0, noise=1.0, n=80).verdict == kit.INCONCLUSIVE  # too few sentences to tell
+    assert SOFT_HARD_MARGIN == 1.0
+
+
+def test_failed_unselectable_and_missing_variants_are_not_testable_with_their_reason():
+    m = _acc(_good_ner())
+    m["variants"]["hinge_alpha1"].update(failed=True, failure="test accuracy 3.00 is not above the majority tag's")
+    m["variants"]["dl_annealed"]["no_selectable_epoch"] = "replicate(s) [0]: α never left 1"
+    del m["variants"]["ss_sample"], m["variants"]["ss_greedy"]
+    verdicts = _by(findings(_metrics(ner=m), {"ner": _stats(_sys_scores(m))}))
+    for cid in ("dl_annealed_beats_ce", "annealed_beats_alpha1_dl", "dl_beats_hinge"):
+        assert verdicts[cid].verdict == kit.NOT_TESTABLE and "annealed α had left 1" in verdicts[cid].reason
+    assert "did not learn" in verdicts["annealed_beats_alpha1_hinge"].reason
+    assert verdicts["soft_equals_hard"].verdict == kit.NOT_TESTABLE
+    assert "ss_greedy not run" in verdicts["relaxed_ss_ranking"].reason
+    assert verdicts["hinge_vs_ce_ner"].verdict == kit.REPRODUCED          # its sides are fine
+    # no statistics for a system: not testable, naming it
+    st = _stats(_sys_scores(m))
+    del st.systems["ce/greedy"]
+    assert "no per-sentence statistics for ce/greedy" in _by(findings(_metrics(ner=m), {"ner": st}))[
+        "dl_annealed_beats_ce"].reason
+
+
+def test_ss_groups_are_represented_by_their_best_on_dev():
+    m = _acc(_good_ner())
+    # ss_sample best on dev but worst on test: the ranking must use it (and then fails its part)
+    m["variants"]["ss_sample"]["dev"]["greedy"] = 99.0
+    m["variants"]["ss_sample"]["test"]["greedy"] = 40.0
+    v = _by(findings(_metrics(ner=m), {"ner": _stats(_sys_scores(m))}))["relaxed_ss_ranking"]
+    parts = dict(v.parts)
+    assert parts["Bengio − CE"].estimate == pytest.approx(40.0 - 50.0)
+    assert v.verdict == kit.NOT_REPRODUCED
+
+
+def test_ccg_claim_without_a_ccg_stand_in_is_not_testable_and_other_tasks_get_shared_claims():
+    m = _acc(_good_ner())
+    verdicts = findings(_metrics(my_task=m), {"my_task": _stats(_sys_scores(m))})
+    by = _by(verdicts)
+    assert by["ce_beam_vs_greedy_ccg"].verdict == kit.NOT_TESTABLE and by["ce_beam_vs_greedy_ccg"].scope == "CCG stand-in"
+    mine = _by(verdicts, "my_task")
+    assert "ce_beam_vs_greedy_ner" not in mine and "hinge_vs_ce_ner" not in mine
+    assert mine["dl_annealed_beats_ce"].claim.paper.source == "no paper counterpart"
+    assert kit.judge_paper(mine["dl_annealed_beats_ce"].claim)[0] == kit.NOT_TESTABLE
+
+
+def test_paper_column_follows_the_same_rule():
+    claims = {c.id: c for spec in CLAIMS for c in spec.claims.values()}
+    assert kit.judge_paper(claims["soft_equals_hard"])[0] == kit.REPRODUCED          # NER's largest gap 0.85 < 1
+    assert claims["ce_beam_vs_greedy_ner"].sign == -1
+    assert kit.judge_paper(claims["ce_beam_vs_greedy_ner"])[0] == kit.REPRODUCED     # 51.34 < 54.92
+    assert kit.judge_paper(claims["hinge_vs_ce_ner"])[0] == kit.REPRODUCED
+    assert kit.judge_paper(claims["gentler_decay_ranking"])[0] == kit.REPRODUCED
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="tasks"):
+        findings({"ner": _good_ner()}, {})
+
+
+# ---------------------------------------------------------------------------------------------
+# the CE screen
+def _gap(est, low, high, n=200):
+    return {"estimate": est, "low": low, "high": high, "confidence": 0.95, "n": n, "seeds": 1, "resamples": 2000}
+
+
+def _screen():
+    model = lambda g, b: {"encoder": "lstm", "greedy": g, "beam": b, "best_epoch": 3, "epochs_run": 4}  # noqa: E731
+    return {"beam_size": 3, "max_train_sentences": 800, "epochs": 4, "skipped": {"cmudict": "not a tagging task"},
+            "tasks": {
+                "ner": {"metric": "span_f1", "n_test": 240, "majority": 0.0,
+                        "models": {"uni": model(30.0, 33.0), "bi": model(40.0, 40.5)},
+                        "gaps": {"beam_minus_greedy": _gap(3.0, 1.0, 5.0), "bi_beam_minus_greedy": _gap(0.5, -1, 2),
+                                 "bi_minus_uni": _gap(10.0, 7.0, 13.0)}},
+                "greek_morph_k400": {"metric": "accuracy", "n_test": 878, "majority": 20.0,
+                                     "models": {"uni": model(80.0, 80.2), "bi": model(80.8, 80.9)},
+                                     "gaps": {"beam_minus_greedy": _gap(0.16, -0.1, 0.4),
+                                              "bi_beam_minus_greedy": _gap(0.1, -0.2, 0.4),
+                                              "bi_minus_uni": _gap(0.8, 0.2, 1.4)}}}}
+
+
+def test_screen_verdicts_and_table():
+    v = screen_verdicts(_screen())
+    assert v["ner"]["beam_minus_greedy"].verdict == kit.REPRODUCED and v["ner"]["bi_minus_uni"].verdict == kit.REPRODUCED
+    assert v["greek_morph_k400"]["beam_minus_greedy"].verdict == kit.INCONCLUSIVE
+    assert v["greek_morph_k400"]["bi_minus_uni"].interval.low == 0.2
+    md = screen_markdown(_screen())
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if line.startswith("| ")}
+    assert v["ner"]["premise"].verdict == kit.REPRODUCED and v["greek_morph_k400"]["premise"].verdict == kit.INCONCLUSIVE
+    assert rows["ner"].endswith("| **reproduced** |") and rows["greek_morph_k400"].endswith("| **inconclusive** |")
+    assert "cmudict" in md and "not a tagging task" in md
+    dull = _screen()
+    dull["tasks"]["ner"]["models"]["uni"]["greedy"] = 0.0            # F1 0: the majority tag's
+    v = screen_verdicts(dull)["ner"]
+    assert v["premise"].verdict == kit.NOT_TESTABLE and "uni CE model did not learn" in v["premise"].reason
+    assert "did not learn" in screen_markdown(dull)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +284,8 @@ def test_table_beam_ours_beside_paper_with_std_missing_and_failed():
     assert "53.00 ± 0.25 (56.15)" in md                                 # hard beam test, 3 seeds
     assert "51.00 ± 0.00 (–)" in md                                     # greedy dev: the paper's "-"
     assert "| G̃DL, α = 1 | `dl_alpha1` | — (–) | — (–) | — (49.88) |" in md
-    assert "45.00 ✗ (44.67)" in md and "✗ ner / hinge_alpha1 failed: “loss diverged”" in md
+    assert "| ✗ (44.67) |" in md and "45.00" not in md.split("hinge_alpha1`")[1].split("\n")[0]
+    assert "✗ ner / hinge_alpha1 did not learn: “loss diverged”" in md
     assert "ner: not run: dl_alpha1" in md
     morph = table_beam(_metrics(greek_morph=_bad_morph()), "greek_morph")
     assert "(85.82)" in morph and "Table 1" in morph
@@ -226,11 +311,6 @@ def test_table_ss_and_decay():
     none = table_decay(_metrics(ner=_task({"ce": _var(50.0)})))
     assert "paper column only" in none and "| 1 | `dss_k1` | 55.30 |" in none
     assert all(v in dec for v in DECAY_VARIANTS)
-
-
-def test_bad_input_is_rejected():
-    with pytest.raises(ValueError, match="tasks"):
-        findings({"ner": _good_ner()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,8 +366,9 @@ def test_curves_figure_is_small_multiples_one_row_per_paper_table():
 
 
 def test_write_report_writes_readme_and_pngs(tmp_path: Path):
-    metrics = _metrics(ner=_good_ner(), greek_morph=_bad_morph(), my_task=_task({"ce": _var(50.0)}, curves={}))
-    out = write_report(metrics, tmp_path / "report")
+    metrics = _metrics(ner=_acc(_good_ner()), greek_morph=_bad_morph(), my_task=_acc(_task({"ce": _var(50.0)}, curves={})))
+    stats = {t: _stats(_sys_scores(m)) for t, m in metrics["tasks"].items()}
+    out = write_report(metrics, tmp_path / "report", stats)
     assert set(out) == {"README.md", "curves_ner.png", "curves_greek_morph.png", "curves_my_task.png"}
     for path in out.values():
         p = Path(path)
@@ -300,4 +381,4 @@ def test_write_report_writes_readme_and_pngs(tmp_path: Path):
         assert heading in md
     assert "ner: beam size 4, top-K labels K = all (of 13), 2394 training sentences, 1 seed(s)" in md
     assert "![learning curves, ner](curves_ner.png)" in md
-    assert "**not reproduced**" in md and "**reproduced**" in md
+    assert "**not reproduced**" in md and "**reproduced**" in md and "claims:" in md
