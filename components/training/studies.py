@@ -38,7 +38,7 @@ import itertools
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -57,7 +57,7 @@ from components.seeds import seed_for
 from components.training.registry import OBJECTIVES, objectives_for
 from components.training.guard import check_learned
 from components.training.loop import TrainConfig
-from components.training.scaling import SCALINGS, ScaledModel
+from components.training.scaling import SCALINGS, ScaledModel, ratio
 from components.training.structured import (ChainTask, GridTask, ProcedureConfig, StructuredTask, evaluate,
                                             train_procedure)
 
@@ -364,6 +364,62 @@ def scaling_for(run: dict[str, Any], t: StudyTaskConfig) -> tuple[str, Any]:
     return method, cfg
 
 
+# -- per-item statistics (the paired bootstrap's inputs) -----------------------------------------
+# the columns of :func:`item_stats` per task metric: a ratio of sums, score = 100 * sum(col 0) / sum(col 1)
+ITEM_COLUMNS: dict[str, tuple[str, str]] = {
+    "per_example": ("item_accuracy", "scored"),      # OCR words, snake grids: accuracy averaged per item
+    "pooled": ("correct", "tokens"),                 # token accuracy over the corpus
+    "span_f1": ("two_tp", "predicted_plus_gold"),    # span F1 = 2 sum tp / sum (predicted + gold)
+}
+LOG_RATIO_COLUMNS = ("log10_ratio", "count")         # mean log10 ||U|| / ||W|| = sum(col 0) / sum(col 1)
+
+
+@torch.no_grad()
+def item_stats(model: ScaledModel, task: StructuredTask, batches: Iterable[Any], *,
+               unary_only: bool = False) -> np.ndarray:
+    """[n, 2] per item (word, sentence, grid) of ``batches``: the task's metric as a ratio of sums
+    (:data:`ITEM_COLUMNS`): ``per_example`` -> ``[correct_i / scored_i, 1]`` (``[0, 0]`` for an item
+    with nothing scored, which ``evaluate`` leaves out too), ``pooled`` -> ``[correct, tokens]``,
+    ``span_f1`` -> ``[2 tp, predicted + gold]``. ``100 * sum(col 0) / sum(col 1)`` is
+    ``100 * components.training.structured.evaluate`` on the same batches."""
+    was = model.training
+    model.eval()
+    rows = []
+    for b in batches:
+        p = model.potentials(b)
+        pred = task.unary_predict(p) if unary_only else task.predict(p)
+        ok, n = (x.double().cpu() for x in task.counts(pred, b))
+        if task.metric == "per_example":
+            has = n > 0
+            rows.append(torch.stack([torch.where(has, ok / n.clamp_min(1), 0.0), has.double()], -1))
+        else:
+            rows.append(torch.stack([ok, n], -1))
+    model.train(was)
+    return torch.cat(rows).numpy() if rows else np.zeros((0, 2))
+
+
+@torch.no_grad()
+def item_log_ratios(model: ScaledModel, batches: Iterable[Any]) -> np.ndarray:
+    """[n, 2] per item: ``[log10 ||U|| / ||W||, 1]`` of the potentials the model uses (S&O Fig. 1b-c),
+    ``[0, 0]`` for an item without a pairwise term (||W|| = 0, as ``mean_ratio`` skips it)."""
+    was = model.training
+    model.eval()
+    rows = []
+    for b in batches:
+        p = model.potentials(b)
+        r = ratio(p).double().cpu()
+        has = (p.pairwise_norm().cpu() > 0) & (r > 0) & torch.isfinite(r)
+        rows.append(torch.stack([torch.where(has, torch.log10(torch.where(has, r, 1.0)), 0.0), has.double()], -1))
+    model.train(was)
+    return torch.cat(rows).numpy() if rows else np.zeros((0, 2))
+
+
+def stats_score(stats: np.ndarray) -> float:
+    """``100 * sum(col 0) / sum(col 1)`` of :func:`item_stats` (0 when nothing is scored)."""
+    s = np.asarray(stats, dtype=np.float64).sum(0)
+    return 100.0 * float(s[0]) / max(float(s[1]), 1e-12) if s[1] > 0 else 0.0
+
+
 # -- one run -----------------------------------------------------------------------------------
 def run_seed(base_seed: int, run: dict[str, Any]) -> int:
     """The base of one run's streams: ``seed_for(base_seed, "scaling", kind, "replicate<i>")``, ``i`` =
@@ -380,8 +436,11 @@ def train_and_evaluate(run: dict[str, Any], cfg: ScalingStudyConfig, prepared: P
                        base_seed: int, on_epoch: Callable[[dict[str, Any]], None] | None = None,
                        on_batch: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
     """Train one run of the design by its procedure, score it on test and on D, return its record:
-    the run's keys, final alpha, test/train score (percent), minutes, epochs, sizes and the
-    per-epoch history (see ``components.reports.shevchenko_osokin``). Every seed derives from
+    the run's keys, final alpha, test/train score (percent), minutes, epochs, sizes, the
+    per-epoch history (see ``components.reports.shevchenko_osokin``) and ``item_stats``: the
+    per-item statistics (lists of rows) of the test set and of D (:func:`item_stats`, columns
+    ``columns``; their sums give test_score and train_score) and D's log ratios
+    (:func:`item_log_ratios`), the inputs of the report's paired bootstrap. Every seed derives from
     ``base_seed`` (``base.seed``) and the run's replicate (:func:`run_seed`; module doc)."""
     seed = run_seed(base_seed, run)
     torch.manual_seed(seed_for(seed, "torch"))
@@ -405,10 +464,15 @@ def train_and_evaluate(run: dict[str, Any], cfg: ScalingStudyConfig, prepared: P
         check_learned(100.0 * untrained, 100.0 * trained, what=f"scaling {run['task']} {run['objective']} "
                       f"{run['procedure']} (fold {run['fold']}, seed {run['seed']})")
     t0 = time.perf_counter()
-    test = evaluate(model, d.task, _on(d.test, device, bs)(), unary_only=unary_only)
-    train_score = evaluate(model, d.task, _on(d.subset, device, bs)(), unary_only=unary_only)
+    # per item: the test set and the training subset D scored (their sums give the scores), and D's
+    # log ratio ||U|| / ||W|| (Fig. 1b-c), for the paired bootstrap of the report's claims
+    test = item_stats(model, d.task, _on(d.test, device, bs)(), unary_only=unary_only)
+    train = item_stats(model, d.task, _on(d.subset, device, bs)(), unary_only=unary_only)
+    log_ratio = item_log_ratios(model, _on(d.subset, device, bs)())
     return {**{k: run[k] for k in ("task", "objective", "procedure", "last_activation", "fold", "seed")},
-            "alpha": result.alpha, "test_score": 100.0 * test, "train_score": 100.0 * train_score,
+            "alpha": result.alpha, "test_score": stats_score(test), "train_score": stats_score(train),
             "train_minutes": result.minutes, "eval_seconds": time.perf_counter() - t0,
             "epochs": result.epochs, "n_train": len(d.train), "n_test": len(d.test),
-            "device": str(device), "history": result.history}
+            "device": str(device), "history": result.history,
+            "item_stats": {"columns": list(ITEM_COLUMNS[d.task.metric]), "test": test.tolist(),
+                           "train": train.tolist(), "log_ratio": log_ratio.tolist()}}

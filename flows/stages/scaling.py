@@ -19,8 +19,14 @@ jointly on the first test fold's training folds and scores it on the validation 
 (``tuned``), in ``metrics/scaling.json`` (``tuned``) and logged to ``sweep/scaling`` (params
 ``tuned.<task>.<method>.<key>``, metrics ``tuned_dev.<task>.<method>``).
 
-The stage writes ``reports/shevchenko_osokin/`` (README with the Table 1 / Table 2 analogs beside
-the paper's numbers, figures 1a-1c, ``records.json`` with every run) and ``metrics/scaling.json``.
+The stage writes ``reports/shevchenko_osokin/`` (README with the findings and the Table 1 / Table 2
+analogs beside the paper's numbers, figures 1a-1c, ``records.json`` with every run),
+``metrics/scaling.json`` (``findings``: the verdict counts, ``verdicts``: each verdict with its
+interval; ``results``: per cell mean/std and the counts again) and, per task, the per-item
+statistics every verdict's interval rests on (``metrics/stats/scaling/<task>.npz``: test items;
+``<task>_train.npz``: the training subset D; ``<task>_log_ratio.npz``: log10 ||U||/||W|| on D), one
+system per (objective, procedure[, sigmoid][, fixed alpha]), folds concatenated, replicates stacked
+(``components.reports.shevchenko_osokin.stats_systems``).
 ``base.scale: paper`` switches to all nine folds, eight seeds, the full data and all objectives.
 """
 from __future__ import annotations
@@ -35,6 +41,8 @@ import torch
 
 from components.config import BaseConfig, ConfigError, ResourcesConfig, load_section, resolve_device
 from components.io import write_json, write_text
+from components.metrics.significance import save_stats
+from components.reports import kit
 from components.reports import shevchenko_osokin as report
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn
@@ -47,6 +55,7 @@ from flows.sweeps import SweepConfig, run_sweep
 from flows.tuning import run_grid, tune_in_trial
 
 TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose settings S&O tune on validation
+STATS_DIR = "metrics/stats/scaling"      # per-item statistics: <task>.npz (test), <task>_train.npz, <task>_log_ratio.npz
 
 
 @dataclass(frozen=True)
@@ -215,9 +224,21 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                 if (kind, r["procedure"]) in tuned:
                     r["tuned"] = {_method_key(k): v for k, v in tuned[(kind, r["procedure"])]["values"].items()}
                 records.append(r)
+        # every run's per-item statistics, stacked per system (folds, replicates), one file set per task
+        stats_dir = ctx.path(STATS_DIR)
+        for task, kinds in report.stats_systems(records).items():
+            for kind, (columns, systems) in kinds.items():
+                if systems:
+                    save_stats(report.stats_file(stats_dir, task, kind), systems, columns)
+                else:                       # every run of the task failed: no stale file from an earlier run
+                    report.stats_file(stats_dir, task, kind).unlink(missing_ok=True)
+        records = [{k: v for k, v in r.items() if k != "item_stats"} for r in records]
+        stats = report.load_study_stats(stats_dir, sorted({r["task"] for r in records}))
+        verdicts = report.findings(records, stats, failed)
         out_dir = ctx.path(cfg.report_dir)
         write_json(out_dir / "records.json", records)
-        paths = report.write_report(records, out_dir, task="ocr" if "ocr" in cfg.tasks else records[0]["task"],
+        paths = report.write_report(records, out_dir, verdicts,
+                                    task="ocr" if "ocr" in cfg.tasks else records[0]["task"],
                                     objective=cfg.report_objective)
         if failed:
             readme = paths["README.md"]
@@ -226,9 +247,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         for p in paths.values():
             ctx.tracker.log_artifact(p, "shevchenko_osokin")
         ctx.tracker.log_artifact(out_dir / "records.json", "shevchenko_osokin")
-        summary = report.summary(records)
+        summary = report.summary(records, verdicts)
         ctx.tracker.log_metrics(numeric(summary))
-    return {"runs": len(grid), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
+    return {"findings": kit.counts(verdicts), "verdicts": [v.record() for v in verdicts],
+            "runs": len(grid), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
             "tune_minutes": tune_minutes,
             "tuned": {f"{kind}/{m}": {"values": {_method_key(k): v for k, v in info["values"].items()},
                                       "dev_score": info["dev_score"], "trials": len(info["trials"])}

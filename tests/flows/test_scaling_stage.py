@@ -7,6 +7,8 @@ import pytest
 from components.data import store
 from components.data.grids import write_grids
 from components.data.types import GridExample
+from components.metrics.significance import load_stats
+from components.reports import kit
 from components.tracking.mlflow_tracker import MlflowTracker
 from flows.stages import prepare, scaling
 from flows.stages.common import run_stage
@@ -83,7 +85,24 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
     readme = (root / "reports/shevchenko_osokin/README.md").read_text()
     assert "97.2" in readme                       # the paper's numbers sit beside ours
     assert (root / "reports/shevchenko_osokin/figure1c.png").exists()
-    assert json.loads((root / "metrics/scaling.json").read_text())["n_failed"] == 0
+    metrics = json.loads((root / "metrics/scaling.json").read_text())
+    assert metrics["n_failed"] == 0
+    # the verdicts of the report kit, at the top level and (for the headline) under results
+    assert metrics["findings"] == metrics["results"]["findings"] == kit.counts(
+        [type("V", (), {"verdict": v["verdict"]})() for v in metrics["verdicts"]])
+    assert {v["claim"] for v in metrics["verdicts"]} >= {"joint_lt_stage", "fix_gt_joint/online", "stage_slower"}
+    # every run's per-item statistics, one file set per task; the records keep none of them
+    stats = load_stats(root / "metrics/stats/scaling/ocr.npz")
+    assert set(stats.systems) == {"marginal_ce/stage", "marginal_ce/online", "marginal_ce/offline",
+                                  "marginal_ce/fixed_alpha/alpha=0.5"}
+    assert stats.columns == ("item_accuracy", "scored") and all(x.shape == (10, 2) for x in stats.systems.values())
+    ocr_stage = next(r for r in records if r["task"] == "ocr" and r["procedure"] == "stage")
+    assert ocr_stage["test_score"] == pytest.approx(10 * stats["marginal_ce/stage"][:, 0].sum())   # 10 words of fold 1
+    for t in ("ocr", "pos", "snakes"):
+        for suffix in ("", "_train", "_log_ratio"):
+            assert (root / f"metrics/stats/scaling/{t}{suffix}.npz").is_file(), (t, suffix)
+    assert load_stats(root / "metrics/stats/scaling/pos.npz").columns == ("correct", "tokens")
+    assert all("item_stats" not in r for r in records)
 
     t = MlflowTracker("approxinfer/shevchenko_osokin", tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     runs = t.search_runs()

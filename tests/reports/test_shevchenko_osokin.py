@@ -3,7 +3,7 @@ import math
 import pytest
 
 from components.reports.curves import close
-from components.reports.findings import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, counts
+from components.reports import kit
 from components.reports.shevchenko_osokin import (COLUMN_LABEL, OBJECTIVE_LABEL, OBJECTIVES, PAPER, PROCEDURES,
                                                   MissingRecords, aggregate, best_fixed_alpha, figure1a, figure1b,
                                                   figure1c, findings, online_alpha, paper_cell, readme, summary,
@@ -157,7 +157,7 @@ def test_missing_records_are_dashes_not_crashes(tmp_path):
     for fig in (figure1a, figure1b, figure1c, online_alpha):
         with pytest.raises(MissingRecords):
             fig(only_stage)
-    paths = write_report(only_stage, tmp_path / "rep")
+    paths = write_report(only_stage, tmp_path / "rep", findings(only_stage, {}))
     assert set(paths) == {"README.md"}
     readme = paths["README.md"].read_text()
     assert readme.count("_Skipped:") == 4 and "figure1a: no 'fixed_alpha' runs" in readme
@@ -181,7 +181,7 @@ def test_figures_render_and_report_is_written(tmp_path):
                       "joint, sigmoid last activation (n=1)", "online scaling (n=2)"]
     assert fig.axes[0].get_yscale() == "log"
     close(fig)
-    paths = write_report(recs, tmp_path)
+    paths = write_report(recs, tmp_path, findings(recs, {}))
     assert set(paths) == {"README.md", "figure1a.png", "figure1b.png", "figure1c.png", "online_alpha.png"}
     for name in ("figure1a.png", "figure1b.png", "figure1c.png", "online_alpha.png"):
         assert paths[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -214,138 +214,26 @@ def test_names_are_the_registries_and_every_name_has_a_label():
 
 
 def test_summary_keys_and_values():
-    s = summary(_records())
+    vs = findings(_records(), {})
+    s = summary(_records(), vs)
     assert s["ocr/marginal_ce/stage"]["n"] == 2 and s["ocr/marginal_ce/stage"]["mean"] == pytest.approx(97.2)
     assert s["ocr/marginal_ce/joint/sigmoid"]["n"] == 1
     assert s["ocr/marginal_ce/fixed_alpha/alpha_0.25"]["mean"] == pytest.approx(97.2)
     assert set(s["greek_pos/ssvm/joint"]) == {"mean", "std", "n", "minutes"}
     assert len(s) == len(aggregate(_records())) + 1                       # + the findings counts
-    assert s["findings"] == counts(findings(_records()))
-    assert sum(s["findings"].values()) == len(findings(_records())) and s["findings"][REPRODUCED] == 4
+    assert s["findings"] == kit.counts(vs) and sum(s["findings"].values()) == len(vs)
+    # no per-item statistics: every claim is not testable, and says so
+    assert s["findings"]["not_testable"] == len(vs)
+    assert all("no per-item statistics" in v.reason or "not run" in v.reason or "premise" in v.reason
+               or "by design" in v.reason for v in vs)
 
 
-# ---------------------------------------------------------------------------------------------
-# findings
-def _find(rows, claim, task="ocr, Cross-entropy"):
-    """The one row whose claim starts with ``claim`` for ``task``."""
-    hits = [r for r in rows if r["claim"].startswith(claim) and r["task"] == task]
-    assert len(hits) == 1, (claim, task, [(r["claim"], r["task"]) for r in rows])
-    return hits[0]
-
-
-def _runs(procedure, scores, ratios=None, **kw):
-    """One run per score (seed = index); ``ratios``: each run's final ratio (history [1, final])."""
-    return [_rec(procedure, s, seed=i, history=_hist([1.0, ratios[i]]) if ratios else [], **kw)
-            for i, s in enumerate(scores)]
-
-
-def test_findings_on_the_fixture():
-    rows = findings(_records())
-    one = _find(rows, "(1)")
-    assert one["verdict"] == REPRODUCED
-    assert one["paper"] == "OCR, Tables 1, 2: joint 96.5 ± 0.2 < stage 97.2 ± 0.1"
-    assert one["ours"] == "joint 96.50 ± 0.50 (n=3) < stage 97.20 ± 0.28 (n=2) (Δ -0.70)"   # |Δ| > pooled 0.41
-    online = _find(rows, "(2) online")
-    assert online["verdict"] == REPRODUCED and online["paper"] == "OCR, Table 2: online 97.3 ± 0.1 > joint 96.5 ± 0.2"
-    assert _find(rows, "(2) offline scaling")["verdict"] == NOT_TESTABLE
-    assert "no offline runs" in _find(rows, "(2) offline scaling")["ours"]
-    assert _find(rows, "(2) TEMP")["verdict"] == NOT_TESTABLE
-    ratio = _find(rows, "(3)")                             # joint finals 16, 20, 12 vs stage finals 1.6, 1.5
-    assert ratio["verdict"] == REPRODUCED and "joint 15.7, stage 1.55" in ratio["ours"]
-    interior = _find(rows, "(4) a sweet spot")             # grid 0.25, 1, 4: best 0.25 is the low end
-    assert interior["verdict"] == NOT_REPRODUCED and "at an end" in interior["ours"]
-    alpha1 = _find(rows, "(4) scaling matters")            # α = 0.25 (97.2) beats the fixed α = 1 run (96.4)
-    assert alpha1["verdict"] == REPRODUCED and alpha1["ours"].startswith("α = 0.25 97.20 ± 0.14 (n=2) > α = 1 96.40")
-    # greek_pos has joint runs only: every claim is not testable, with the reason; the paper row is a stand-in
-    greek = [r for r in rows if r["task"].startswith("greek_pos")]
-    assert {r["verdict"] for r in greek} == {NOT_TESTABLE}
-    g1 = _find(rows, "(1)", "greek_pos, Structured SVM")
-    assert g1["ours"] == "no stage runs for greek_pos / Structured SVM (base activation)"
-    assert g1["paper"].startswith("Chunking (stand-in: a different task), Table 2: joint 87.6 ± 0.6 < stage 89.2")
-    assert _find(rows, "(2) the scaling fixes", "greek_pos, Structured SVM")["verdict"] == NOT_TESTABLE
-    assert _find(rows, "(4) a sweet spot", "greek_pos")["ours"] == "no fixed-α runs for greek_pos"
-    assert _find(rows, "(1)", "my_task, Log-likelihood")["paper"] == "no paper row for this task"
-
-
-def test_finding_joint_vs_stage_both_ways():
-    worse = findings(_runs("stage", [97.0, 97.2]) + _runs("joint", [96.0, 96.2]))
-    assert _find(worse, "(1)")["verdict"] == REPRODUCED
-    better = findings(_runs("stage", [96.0, 96.2]) + _runs("joint", [97.0, 97.2]))
-    row = _find(better, "(1)")
-    assert row["verdict"] == NOT_REPRODUCED and "joint 97.10 ± 0.14 (n=2) ≥ stage 96.10" in row["ours"]
-    # a gap inside the seeds' spread is flagged, and the verdict still follows the sign
-    noisy = _find(findings(_runs("stage", [96.0, 98.0]) + _runs("joint", [95.5, 97.5])), "(1)")
-    assert noisy["verdict"] == REPRODUCED and "within noise" in noisy["ours"]
-    assert "within noise" not in _find(worse, "(1)")["ours"]
-    # only the sigmoid ablation ran: the base-activation claim has no joint side
-    sig = findings(_runs("stage", [97.0]) + _runs("joint", [96.0], act="sigmoid"))
-    assert _find(sig, "(1)")["verdict"] == NOT_TESTABLE
-
-
-def test_finding_scaling_fixes_and_temp_both_ways():
-    base = _runs("stage", [97.0, 97.2]) + _runs("joint", [96.0, 96.2])
-    rows = findings(base + _runs("online", [97.1, 97.3]) + _runs("offline", [95.0, 95.2])
-                    + _runs("temperature", [96.1, 96.3]))
-    assert _find(rows, "(2) online")["verdict"] == REPRODUCED
-    assert _find(rows, "(2) offline scaling")["verdict"] == NOT_REPRODUCED
-    assert _find(rows, "(2) offline (reg)")["verdict"] == NOT_TESTABLE
-    assert _find(rows, "(2) TEMP")["verdict"] == REPRODUCED              # TEMP 96.2 < stage 97.1
-    assert _find(rows, "(2) TEMP")["paper"] == "OCR, Table 4: TEMP 96.5 ± 0.2 < stage 97.2 ± 0.1"
-    fixed_by_temp = findings(base + _runs("temperature", [97.5, 97.7]))
-    assert _find(fixed_by_temp, "(2) TEMP")["verdict"] == NOT_REPRODUCED
-    none = _find(fixed_by_temp, "(2) the scaling fixes")             # no fix ran: one not-testable row
-    assert none["verdict"] == NOT_TESTABLE and "no online, offline or offline (reg) runs" in none["ours"]
-    assert not [r for r in fixed_by_temp if r["claim"].startswith("(2) online")]
-
-
-def test_finding_ratio_divergence_both_ways():
-    stage = _runs("stage", [97.0, 97.2], ratios=[2.0, 2.0])
-    diverging = findings(stage + _runs("joint", [96.0, 96.2], ratios=[50.0, 200.0]))
-    row = _find(diverging, "(3)")
-    assert row["verdict"] == REPRODUCED and "joint 100, stage 2" in row["ours"]          # geometric means
-    assert "premise: joint 96.10" in row["ours"]
-    stable = _find(findings(stage + _runs("joint", [96.0, 96.2], ratios=[1.0, 1.5])), "(3)")
-    assert stable["verdict"] == NOT_REPRODUCED
-    # joint does not underperform: the premise fails, so nothing to test
-    premise = _find(findings(stage + _runs("joint", [97.5, 97.7], ratios=[50.0, 200.0])), "(3)")
-    assert premise["verdict"] == NOT_TESTABLE and "premise does not hold" in premise["ours"]
-    no_hist = _find(findings(_runs("stage", [97.0]) + _runs("joint", [96.0])), "(3)")
-    assert no_hist["verdict"] == NOT_TESTABLE and "history" in no_hist["ours"]
-    assert _find(findings(_runs("joint", [96.0], ratios=[9.0])), "(3)")["verdict"] == NOT_TESTABLE
-
-
-def _fixed(scores_by_alpha):
-    return [r for a, scores in scores_by_alpha.items() for r in _runs("fixed_alpha", scores, alpha=a)]
-
-
-def test_finding_interior_alpha_both_ways():
-    rows = findings(_fixed({0.0625: [80.0], 0.25: [97.0, 97.2], 1.0: [96.0], 16.0: [70.0]}))
-    assert _find(rows, "(4) a sweet spot")["verdict"] == REPRODUCED
-    assert "best α = 0.25 97.10" in _find(rows, "(4) a sweet spot")["ours"]
-    assert _find(rows, "(4) scaling matters")["verdict"] == REPRODUCED
-    edge = findings(_fixed({0.0625: [80.0], 0.25: [90.0], 1.0: [96.0], 16.0: [97.0]}))
-    assert _find(edge, "(4) a sweet spot")["verdict"] == NOT_REPRODUCED                # best at the high end
-    one_best = findings(_fixed({0.25: [90.0], 1.0: [97.0], 4.0: [91.0]}))
-    assert _find(one_best, "(4) a sweet spot")["verdict"] == REPRODUCED                 # interior, but α = 1 …
-    assert _find(one_best, "(4) scaling matters")["verdict"] == NOT_REPRODUCED          # … so scaling does not help
-    assert _find(one_best, "(4) scaling matters")["ours"].startswith("α = 4 91.00 ≤ α = 1 97.00")   # best α ≠ 1
-    # no fixed α = 1 run: α = 1 is the plain joint run
-    vs_joint = findings(_fixed({0.25: [97.0], 4.0: [95.0]}) + _runs("joint", [97.5]))
-    assert _find(vs_joint, "(4) scaling matters")["verdict"] == NOT_REPRODUCED
-    assert "joint (α = 1) 97.50" in _find(vs_joint, "(4) scaling matters")["ours"]
-    assert _find(vs_joint, "(4) a sweet spot")["verdict"] == NOT_TESTABLE              # 2 values: no interior
-    missing = findings(_runs("stage", [97.0]) + _runs("joint", [96.0]))
-    assert _find(missing, "(4) a sweet spot", "ocr")["verdict"] == NOT_TESTABLE
-    assert _find(missing, "(4) scaling matters", "ocr")["verdict"] == NOT_TESTABLE
-
-
-def test_readme_has_the_findings_table():
-    md = readme(_records())
-    section = md.split("## Findings (generated from the runs)\n\n", 1)[1].split("\n## ", 1)[0]
-    assert "| claim | task | paper | ours | verdict |" in section
-    assert "| (1) joint training underperforms stage training: joint < stage | ocr, Cross-entropy |" in section
-    assert section.count("| **reproduced** |") == counts(findings(_records()))[REPRODUCED]
+def test_readme_has_the_findings_section_of_the_kit():
+    vs = findings(_records(), {})
+    md = readme(_records(), vs)
+    assert kit.findings(vs) in md                        # the kit renders the findings section
     assert md.index("## Findings") < md.index("## Table 1")
+    assert "the smallest joint–stage gap of that paper row" in md
 
 
 def test_online_alpha_figure_plots_the_subset_losses_and_the_selected_alpha(tmp_path):
@@ -363,7 +251,7 @@ def test_online_alpha_figure_plots_the_subset_losses_and_the_selected_alpha(tmp_
     plain = [r for r in recs if r["procedure"] != "online"] + [_rec("online", 97.0, history=_hist([1, 1, 1]))]
     with pytest.raises(MissingRecords, match="online_alpha"):
         online_alpha(plain)
-    paths = write_report(plain, tmp_path)
+    paths = write_report(plain, tmp_path, findings(plain, {}))
     assert "online_alpha.png" not in paths and "online_alpha: no 'online' runs" in paths["README.md"].read_text()
 
 

@@ -126,7 +126,68 @@ def test_train_and_evaluate_one_run_returns_its_record(tmp_path):
     assert 0 <= rec["test_score"] <= 100 and 0 <= rec["train_score"] <= 100 and rec["epochs"] == 1
     assert rec["n_train"] == 8 and rec["n_test"] == 8 and rec["device"] == "cpu"   # folds 1 and 2 of 0..2
     assert math.isfinite(rec["history"][0]["subset_loss"])
+    # per-item statistics: one row per test word / word of D; their sums are the scores
+    st = rec["item_stats"]
+    test, train, logr = (np.asarray(st[k]) for k in ("test", "train", "log_ratio"))
+    assert st["columns"] == ["item_accuracy", "scored"] and test.shape == (8, 2) and train.shape[1] == 2
+    assert rec["test_score"] == pytest.approx(100 * test[:, 0].sum() / test[:, 1].sum())
+    assert rec["train_score"] == pytest.approx(100 * train[:, 0].sum() / train[:, 1].sum())
+    assert ((test[:, 0] >= 0) & (test[:, 0] <= 1)).all() and (test[:, 1] == 1).all()     # every word scored
+    assert logr.shape == train.shape and np.isfinite(logr).all() and set(logr[:, 1]) <= {0.0, 1.0}
     again = train_and_evaluate(run, cfg, tmp_path, "cpu", base_seed=13)          # seeded: the same numbers
     assert again["test_score"] == rec["test_score"] and again["alpha"] == rec["alpha"]
     other = train_and_evaluate(run, cfg, tmp_path, "cpu", base_seed=14)          # base.seed reseeds the run
     assert other["history"] != rec["history"]
+
+
+
+class _Fake:
+    """The parts of a model, potentials and task that item_stats and evaluate read: batch ``b``'s
+    counts are ``ok[b], n[b]``; its potentials' norms ``u[b], w[b]``."""
+    def __init__(self, metric, ok, n, u=None, w=None):
+        import torch
+        self.metric, self.training = metric, True
+        self.ok, self.n = [torch.tensor(x) for x in ok], [torch.tensor(x) for x in n]
+        self.u = [torch.tensor(x, dtype=torch.float64) for x in (u or [])]
+        self.w = [torch.tensor(x, dtype=torch.float64) for x in (w or [])]
+
+    def eval(self):
+        self.training = False
+
+    def train(self, mode=True):
+        self.training = mode
+
+    def potentials(self, b):
+        import types
+        return types.SimpleNamespace(b=b, unary_norm=lambda: self.u[b], pairwise_norm=lambda: self.w[b])
+
+    def predict(self, p):
+        return p.b
+
+    unary_predict = predict
+
+    def counts(self, pred, b):
+        return self.ok[pred], self.n[pred]
+
+
+@pytest.mark.parametrize("metric", ["per_example", "pooled", "span_f1"])
+def test_item_stats_sum_to_the_evaluated_score(metric):
+    """item_stats' rows sum to evaluate()'s score for every metric; an item with nothing scored
+    (a snake grid of background only) is a [0, 0] row, left out as evaluate leaves it out."""
+    from components.training.structured import evaluate
+    from components.training.studies import ITEM_COLUMNS, item_stats, stats_score
+    f = _Fake(metric, ok=[[3, 0, 2], [1, 0]], n=[[4, 2, 2], [1, 0]])
+    rows = item_stats(f, f, [0, 1])
+    assert rows.shape == (5, 2) and len(ITEM_COLUMNS[metric]) == 2 and f.training
+    assert stats_score(rows) == pytest.approx(100 * evaluate(f, f, [0, 1]))
+    if metric == "per_example":
+        assert rows.tolist() == [[0.75, 1], [0, 1], [1, 1], [1, 1], [0, 0]]
+    else:
+        assert rows.tolist() == [[3, 4], [0, 2], [2, 2], [1, 1], [0, 0]]
+
+
+def test_item_log_ratios_skip_items_without_a_pairwise_term():
+    from components.training.studies import item_log_ratios
+    f = _Fake("pooled", ok=[], n=[], u=[[10.0, 1.0, 5.0]], w=[[1.0, 10.0, 0.0]])
+    rows = item_log_ratios(f, [0])
+    assert np.allclose(rows, [[1.0, 1.0], [-1.0, 1.0], [0.0, 0.0]])
