@@ -4,6 +4,9 @@
 gold-fed step of a dataset — the paper's Table 1, which shows that CE-trained networks have large
 log Z (so their raw scores are far from a normalised model's) and self-normalised ones log Z ~ 0.
 
+:func:`log_z_sentence_stats`: the same per sentence (sums of log Z and of its square, and steps), the
+paired bootstrap's input for the findings on Table 1.
+
 :func:`centre_log_z`: shift a trained model's raw scores so that its mean log Z is 0, which leaves its
 softmax unchanged: the start of self-normalisation fine-tuned from a CE model.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import numpy as np
 import torch
 
 from components.training.search_aware import log_normalisers
@@ -51,3 +55,31 @@ def centre_log_z(scorer: Any, batches: Iterable[Any]) -> dict[str, float]:
     st = log_z_stats(scorer, batches)
     scorer.shift_scores(-st["mean"])
     return {"shift": -st["mean"], "mean_before": st["mean"], "var": st["var"]}
+
+
+LOG_Z_COLUMNS = ("log_z_sum", "log_z_sq_sum", "steps")
+
+
+@torch.no_grad()
+def log_z_sentence_stats(scorer: Any, batches: Iterable[Any], n: int) -> np.ndarray:
+    """Per-sentence sufficient statistics of log Z_L,t, ``[n, 3]`` in dataset order (the batches'
+    ``index``): the sum of log Z over the sentence's real steps, the sum of its squares and the
+    number of steps (:data:`LOG_Z_COLUMNS`). Summed over sentences they give :func:`log_z_stats`'s
+    mean (``sum / steps``) and variance (``sum_sq / steps - mean^2``); the paired bootstrap resamples
+    their rows (``components.metrics.significance``)."""
+    was = scorer.training
+    scorer.eval()
+    out = np.full((n, 3), np.nan)
+    try:
+        for batch in batches:
+            z = log_normalisers(scorer, batch).double()
+            m = batch.mask.double()
+            rows = batch.index.cpu().numpy()
+            out[rows, 0] = (z * m).sum(1).cpu().numpy()
+            out[rows, 1] = (z ** 2 * m).sum(1).cpu().numpy()
+            out[rows, 2] = m.sum(1).cpu().numpy()
+    finally:
+        scorer.train(was)
+    if np.isnan(out).any():
+        raise ValueError(f"log_z_sentence_stats: {int(np.isnan(out[:, 0]).sum())} of {n} sentences not in the batches")
+    return out

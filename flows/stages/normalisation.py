@@ -24,9 +24,13 @@ on ``translation.max_dev_pairs`` verses while training; every reported score use
 split.
 
 Outputs: ``models/normalisation/`` (per part: the best seed's model of each row with its decoded
-outputs; the subword vocabularies), ``metrics/normalisation.json`` (the report's input, see
-``components.reports.goyal_2019``), ``plots/normalisation/<part>.json`` (training curves) and the
-report.
+outputs; the subword vocabularies), ``metrics/stats/normalisation/`` (every scored system's
+per-sentence statistics, ``[seeds, n, d]`` with several seeds: ``tagging.npz`` / ``translation.npz``
+on test, ``translation_dev.npz`` on dev, ``tagging_log_z.npz`` / ``translation_log_z.npz`` each
+initialiser's per-sentence log Z on dev, ``translation_dev_source_length.npz``; the findings' input),
+``metrics/normalisation.json`` (the report's input, see ``components.reports.goyal_2019``, with the
+findings' ``findings`` counts and ``verdicts``), ``plots/normalisation/<part>.json`` (training
+curves) and the report.
 """
 from __future__ import annotations
 
@@ -49,13 +53,16 @@ from components.inference.evaluate_translation import evaluate_translation
 from components.inference.registry import INFERENCE
 from components.io import write_json
 from components.metrics.bleu import bleu_by_source_length, corpus_bleu
+from components.metrics.significance import BLEU_COLUMNS, save_stats
+from components.metrics.tagging import stats_columns
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.models.translator import AttentionTranslator, TranslatorConfig
 from components.recipes import recipe
-from components.reports.goyal_2019 import bucket_key, write_report
+from components.reports import kit
+from components.reports.goyal_2019 import bucket_key, load_stats_dir, verdicts, write_report
 from components.seeds import seed_for
 from components.training.loop import TrainConfig, fit
-from components.training.normalisation import centre_log_z, log_z_stats
+from components.training.normalisation import LOG_Z_COLUMNS, centre_log_z, log_z_sentence_stats, log_z_stats
 from components.training.registry import OBJECTIVES
 from flows.lifecycle import work_dir
 from flows.ray_runtime import copy_checkpoint, report_final, tensor_bytes
@@ -223,9 +230,15 @@ class _Tagging:
                       self.task.sizes)
 
     def evaluate(self, model, method, split: str, tuning: bool = False) -> dict[str, Any]:
+        """The split's metrics; on a whole split (not ``tuning``) also ``stats``: the metric's
+        per-sentence sufficient statistics (the paired bootstrap's input)."""
         ds = self.dev_tuning if tuning else self.splits[split]
-        return evaluate_decoding(model, method, ds, self.labels, self.task.metric,
-                                 batch_size=self.cfg.eval_batch_size, device=self.device)
+        if tuning:
+            return evaluate_decoding(model, method, ds, self.labels, self.task.metric,
+                                     batch_size=self.cfg.eval_batch_size, device=self.device)
+        out, inst = evaluate_decoding(model, method, ds, self.labels, self.task.metric,
+                                      batch_size=self.cfg.eval_batch_size, device=self.device, instances=True)
+        return {**out, "stats": inst["stats"]}
 
 
 class _Translation:
@@ -405,11 +418,13 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
     alpha = (objective.alpha_at(state.best_epoch) if grid == "search" else None) or cfg.decode_alpha
     scores: dict[str, dict[str, float]] = {"dev": {}, "test": {}}
     outputs: dict[str, dict[str, list[str]]] = {"dev": {}, "test": {}}
+    stats: dict[str, np.ndarray] = {}       # "<split>/<decoding>" -> per-sentence statistics; "log_z/dev"
     with torch.no_grad():
         for split in ("dev", "test"):
             for d in decodings:
                 res = part.evaluate(model, INFERENCE.build_with(d, {"k": k, "alpha": alpha}), split)
                 scores[split][d] = float(res["score"])
+                stats[f"{split}/{d}"] = np.asarray(res["stats"], dtype=np.float64)
                 if "hypotheses" in res:
                     outputs[split][d] = res["hypotheses"]
         log_z = {}
@@ -417,6 +432,8 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
             for split, ds in (("train", log_z_train), ("dev", part.splits["dev"])):
                 st = log_z_stats(model, ds.batches(cfg.eval_batch_size, device=device))
                 log_z[f"{split}_mean"], log_z[f"{split}_var"] = st["mean"], st["var"]
+            dev = part.splits["dev"]
+            stats["log_z/dev"] = log_z_sentence_stats(model, dev.batches(cfg.eval_batch_size, device=device), len(dev))
     meta = {"run": run, "objective": objective_name, "config": dataclasses.asdict(objective.cfg),
             "tuned": best.values, "recipe": part.recipe(norm), "history": state.history, "scores": scores,
             "beam_size": k, "decode_alpha": alpha, "log_z": log_z,
@@ -425,11 +442,62 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                                      "model.json": json.dumps(meta, indent=2, default=str)}
     if any(outputs.values()):
         files["decoded.json"] = json.dumps(outputs, ensure_ascii=False)
+    files["stats.npz"] = _npz_bytes(stats)
     report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
                   "epochs_run": float(state.epoch),
                   "seconds_per_epoch": float(np.mean(state.seconds)) if state.seconds else 0.0,
                   "tuning_seconds": best.seconds, **{f"logz_{k_}": v for k_, v in log_z.items()},
                   **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}}, files)
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """Arrays as the bytes of an ``.npz`` (a trial's per-sentence statistics, in its checkpoint)."""
+    import io
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def _trial_stats(run: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A trial's per-sentence statistics (``stats.npz`` in its checkpoint): "<split>/<decoding>", "log_z/dev"."""
+    with np.load(Path(run["checkpoint"]) / "stats.npz", allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _over_seeds(runs: list[dict[str, Any]], key: str) -> np.ndarray:
+    """``key``'s statistics of each seed's run, ``[n, d]`` for one seed, ``[seeds, n, d]`` for several
+    (in the order of ``normalisation.seeds``: paired by replicate across systems)."""
+    runs = sorted(runs, key=lambda r: int(r["run"]["seed"]))
+    arrays = [_trial_stats(r)[key] for r in runs]
+    return arrays[0] if len(arrays) == 1 else np.stack(arrays)
+
+
+_DECODING = {"pretrain_greedy": "greedy", "pretrain_beam": "beam", "local": "soft_beam", "global": "soft_beam"}
+
+
+def _save_part_stats(stats_dir: Path, part: str, encoders: list[str], pre, search, columns: tuple[str, ...],
+                     ss: Any = (), splits: tuple[str, ...] = ("test",)) -> None:
+    """Every system's per-sentence statistics of ``part``: ``<part>.npz`` (test; ``<part>_dev.npz`` for
+    dev when asked), systems "<encoder>/<init>/<row>" (tagging) or "<init>/<row>" (translation: one
+    encoder) and, for scheduled sampling, "ss/<variant>" (greedy decoding); and ``<part>_log_z.npz``:
+    each initialiser's per-sentence log Z on dev, "<encoder>/<init>" ("<init>")."""
+    named = (lambda enc, rest: f"{enc}/{rest}") if part == "tagging" else (lambda enc, rest: rest)
+    for split in splits:
+        systems: dict[str, np.ndarray] = {}
+        for enc in encoders:
+            for init in INITS:
+                p_runs = _select(pre, part=part, encoder=enc, row=init)
+                for row in ("pretrain_greedy", "pretrain_beam"):
+                    systems[named(enc, f"{init}/{row}")] = _over_seeds(p_runs, f"{split}/{_DECODING[row]}")
+                for norm in NORMALISATIONS:
+                    s_runs = _select(search, part=part, encoder=enc, row=init, normalisation=norm)
+                    systems[named(enc, f"{init}/{norm}")] = _over_seeds(s_runs, f"{split}/soft_beam")
+        for name in ss:
+            systems[f"ss/{name}"] = _over_seeds(_select(pre, part=part, row=name), f"{split}/greedy")
+        save_stats(stats_dir / (f"{part}.npz" if split == "test" else f"{part}_{split}.npz"), systems, columns)
+    log_z = {named(enc, init): _over_seeds(_select(pre, part=part, encoder=enc, row=init), "log_z/dev")
+             for enc in encoders for init in INITS}
+    save_stats(stats_dir / f"{part}_log_z.npz", log_z, LOG_Z_COLUMNS)
 
 
 # -- the stage ---------------------------------------------------------------------------------------
@@ -558,6 +626,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                           seed=seed_for(ctx.base.seed, "data", cfg.tagging.task, "train_subsample"))
     tag = _part_metrics(cfg, "tagging", list(cfg.tagging.encoders), pre, search, models, curves["tagging"])
     tag.pop("_best")
+    stats_dir = ctx.path("metrics") / "stats" / "normalisation"
+    if stats_dir.exists():
+        shutil.rmtree(stats_dir)                      # this run's systems only
+    _save_part_stats(stats_dir, "tagging", list(cfg.tagging.encoders), pre, search, stats_columns(t.metric))
     metrics["tagging"] = {"task": cfg.tagging.task, "metric": t.metric, "n_labels": len(t.vocabs["label"]),
                           "top_k_labels": int(t.meta.get("top_k_labels", 0)), "beam_size": cfg.tagging.beam_size,
                           "n_train": len(t.train), "seeds": len(cfg.seeds), **tag}
@@ -566,6 +638,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         floor = cfg.translation.min_bleu
         tr = _part_metrics(cfg, "translation", [enc], pre, search, models, curves["translation"], floor)
         best = tr.pop("_best")
+        _save_part_stats(stats_dir, "translation", [enc], pre, search, BLEU_COLUMNS, ss=list(cfg.translation.ss),
+                         splits=("test", "dev"))
+        save_stats(stats_dir / "translation_dev_source_length.npz",      # Table 6's buckets
+                   {"source": np.asarray(mt.dev.src_lengths, dtype=np.float64)[:, None]}, ("source_tokens",))
         ss = {"ce": _summary(_select(pre, part="translation", row="regular"), "greedy", floor)}
         for name in cfg.translation.ss:
             runs = _select(pre, part="translation", row=name)
@@ -613,7 +689,10 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     for part, c in curves.items():
         if c:
             write_json(ctx.path(cfg.plots_dir) / f"{part}.json", c)
-    files = write_report(metrics, ctx.path(cfg.report_dir))
+    found = verdicts(metrics, load_stats_dir(stats_dir))
+    metrics["findings"] = kit.counts(found)
+    metrics["verdicts"] = [v.record() for v in found]
+    files = write_report(metrics, ctx.path(cfg.report_dir), found)
     for path in files.values():
         ctx.tracker.log_artifact(Path(path), "report")
     return metrics

@@ -88,6 +88,23 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
     saved = json.loads((root / "metrics/normalisation.json").read_text())
     assert saved["tagging"]["rows"] == tag["rows"]
     assert (root / "reports/goyal_2019/README.md").exists()
+    # every scored system's per-sentence statistics, and the findings judged from them
+    from components.metrics.significance import load_stats
+    from components.reports import kit
+    stats = root / "metrics/stats/normalisation"
+    tag_stats = load_stats(stats / "tagging.npz")
+    assert set(tag_stats.systems) == {f"{e}/{i}/{r}" for e in ("lstm", "blstm") for i in ("regular", "self_normalised")
+                                      for r in ("pretrain_greedy", "pretrain_beam", "local", "global")}
+    assert tag_stats.columns == ("tp", "predicted", "gold")                   # ner: span F1's statistics
+    mt_stats = load_stats(stats / "translation.npz")
+    assert {"ss/ss_greedy", "self_normalised/global"} <= set(mt_stats.systems)
+    assert mt_stats["self_normalised/global"].shape == (12, 10)
+    assert load_stats(stats / "translation_dev.npz")["regular/local"].shape == (12, 10)
+    assert load_stats(stats / "tagging_log_z.npz")["lstm/regular"].shape[-1] == 3
+    assert set(load_stats(stats / "translation_log_z.npz").systems) == {"regular", "self_normalised"}
+    assert load_stats(stats / "translation_dev_source_length.npz")["source"].shape == (12, 1)
+    assert saved["findings"] == m["findings"] and sum(saved["findings"].values()) == len(saved["verdicts"])
+    assert {v["verdict"] for v in saved["verdicts"]} <= set(kit.VERDICTS)
     assert set(json.loads((root / "plots/normalisation/tagging.json").read_text())) >= {"lstm/regular/global"}
 
 

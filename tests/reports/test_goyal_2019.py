@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 
 from components.reports.curves import close
-from components.reports.goyal_2019 import (BUCKETS, DID_NOT_TRAIN, DOES_NOT_HOLD, ENCODERS, HOLDS, INCONCLUSIVE, INITS,
-                                           NOT_RUN, PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLE3_1_MT,
-                                           PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6, ROWS, VERDICTS, examples_section,
-                                           findings, findings_table, length_figure, readme, table1, table_breakdown,
-                                           table_length, table_mt, table_ss, table_tagging, tagging_figure, translator_figure,
-                                           write_report)
+from components.reports import kit
+from components.reports.goyal_2019 import (BUCKETS, ENCODERS, INITS, PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3,
+                                           PAPER_TABLE3_1_MT, PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6, ROWS,
+                                           examples_section, length_figure, readme, table1, table_breakdown,
+                                           table_length, table_mt, table_ss, table_tagging, tagging_figure,
+                                           translator_figure, verdicts, write_report)
 from tests.reports.figure_checks import assert_paper_ready, legend_labels, paper_series
 
 SS = ("ce", "ss_greedy", "ss_sample", "dss_fixed_greedy", "dss_fixed_sample", "dss_annealed_greedy",
@@ -55,16 +55,6 @@ def _paper_like():
                                   "regular/pretrain_beam": "In beginning was word."}}],
     }
     return {"tagging": tagging, "translation": translation}
-
-
-def _row(rows, prefix, task_part=""):
-    hits = [r for r in rows if r["claim"].startswith(prefix) and task_part in r["task"]]
-    assert len(hits) == 1, (prefix, task_part, [r["task"] for r in hits])
-    return hits[0]
-
-
-def _verdict(metrics, prefix, task_part=""):
-    return _row(findings(metrics), prefix, task_part)["verdict"]
 
 
 def _cells(line):
@@ -113,180 +103,6 @@ def test_paper_tables_parse_to_the_papers_numbers():
     assert set(PAPER_TABLE3_1_MT) == set(SS)
 
 
-def test_every_claim_holds_in_the_paper_and_on_paper_like_numbers():
-    rows = findings(_paper_like())
-    assert len(rows) == 12
-    assert all(set(r) == {"claim", "task", "paper", "ours", "verdict"} for r in rows)
-    assert [r["verdict"] for r in rows] == [HOLDS] * 12
-    assert not any("in the paper)" in r["paper"] for r in rows)     # the paper passes its own claims
-    c2 = _row(rows, "(2)")
-    # the paper's text: the regular-init local model closes 46% of the gap, the SN global one 68% (of its own)
-    assert "regular global 46%" in c2["paper"] and "SN global 68%" in c2["paper"] and "56%" in c2["paper"]
-    assert "76.54" in _row(rows, "(1)")["paper"] and "92.59" in _row(rows, "(1)")["paper"]
-    assert "29.27" in _row(rows, "(6)")["paper"] and "0.959" in _row(rows, "(8)")["paper"]
-
-
-# ---------------------------------------------------------------------------------------------
-# each verdict flips
-def _set(m, path, value):
-    d = m
-    for p in path[:-1]:
-        d = d[p]
-    d[path[-1]] = value
-
-
-FLIPS = [
-    ("(1)", "", [(("tagging", "rows", "lstm", "regular", "pretrain_greedy"), _e(91.0))]),
-    ("(2)", "", [(("tagging", "rows", "lstm", i, r), _e(80.0)) for i in INITS for r in ("local", "global")]),
-    ("(3)", "", [(("tagging", "rows", "lstm", "self_normalised", "global"), _e(83.0))]),
-    ("(4)", "greek", [(("tagging", "rows", "blstm", "self_normalised", "local"), _e(91.0))]),
-    ("(4)", "translation", [(("translation", "rows", "regular", "local"), _e(27.0))]),
-    ("(5)", "", [(("translation", "rows", "regular", "global"), _e(28.0))]),
-    ("(6)", "", [(("translation", "rows", "self_normalised", "global"), _e(27.0))]),
-    ("(7)", "unidirectional", [(("tagging", "log_z", "lstm", "self_normalised", "dev_mean"), 10.0)]),
-    ("(7)", "bidirectional", [(("tagging", "log_z", "blstm", "self_normalised", "train_var"), 50.0)]),
-    ("(7)", "translation", [(("translation", "log_z", "self_normalised", "dev_score"), 20.0)]),
-    ("(8)", "", [(("translation", "breakdown", "global", "ratio"), 0.9)]),
-    ("(9)", "", [(("translation", "ss", v), _e(19.0, 22.0)) for v in SS[3:]]),
-]
-
-
-@pytest.mark.parametrize("prefix,task,changes", FLIPS, ids=[f"{p}{t}" for p, t, _ in FLIPS])
-def test_each_claim_flips(prefix, task, changes):
-    m = _paper_like()
-    assert _verdict(m, prefix, task) == HOLDS
-    for path, value in changes:
-        _set(m, path, value)
-    rows = findings(m)
-    assert _row(rows, prefix, task)["verdict"] == DOES_NOT_HOLD
-    # the change touches only its own claim (and claims that share the same numbers)
-    assert sum(r["verdict"] == DOES_NOT_HOLD for r in rows) <= 2
-
-
-def test_claim_thresholds_are_from_the_numbers():
-    m = _paper_like()
-    _set(m, ("tagging", "rows", "lstm", "regular", "pretrain_greedy"), _e(89.0))     # gap 3.59 ≥ 3
-    assert _verdict(m, "(1)") == HOLDS
-    # a small cost: SN dev score 1.5 below CE holds, 2.5 below does not
-    _set(m, ("translation", "log_z", "self_normalised", "dev_score"), 27.62 - 1.5)
-    assert _verdict(m, "(7)", "translation") == HOLDS
-    _set(m, ("translation", "log_z", "self_normalised", "dev_score"), 27.62 - 2.5)
-    r7 = _row(findings(m), "(7)", "translation")
-    assert r7["verdict"] == DOES_NOT_HOLD and "cost not small" in r7["ours"]
-    # claim 2: reports the fraction of the gap closed
-    m = _paper_like()
-    for i in INITS:
-        _set(m, ("tagging", "rows", "lstm", i, "global"), _e(80.0))
-        _set(m, ("tagging", "rows", "lstm", i, "local"), _e(80.0))
-    _set(m, ("tagging", "rows", "lstm", "regular", "local"), _e(84.6))                 # 50.2% of 16.05
-    c2 = _row(findings(m), "(2)")
-    assert c2["verdict"] == HOLDS and "= 50%" in c2["ours"] and "uni local (regular) 84.60" in c2["ours"]
-    # claim 8: global must beat local on the ratio and on the 3- and 4-gram precisions
-    m = _paper_like()
-    m["translation"]["breakdown"]["global"]["precisions"][3] = 13.0
-    assert _verdict(m, "(8)") == DOES_NOT_HOLD
-
-
-# ---------------------------------------------------------------------------------------------
-# noise
-def test_within_noise_is_inconclusive():
-    m = _paper_like()
-    for r in ("global", "local", "pretrain_beam"):
-        m["translation"]["rows"]["self_normalised"][r].update(seeds=3, test_std=1.0)
-    _set(m, ("translation", "rows", "self_normalised", "global"), _e(27.9, std=1.0, seeds=3))
-    row = _row(findings(m), "(6)")               # global − local = +0.19 ≤ 1.0; global − beam = +1.27 > 1.0
-    assert row["verdict"] == INCONCLUSIVE and "within noise" in row["ours"] and "± 1.00" in row["ours"]
-    # the sign against the claim, still within noise: inconclusive, not "does not hold"
-    _set(m, ("translation", "rows", "self_normalised", "global"), _e(27.5, std=1.0, seeds=3))
-    assert _verdict(m, "(6)") == INCONCLUSIVE
-    # outside the noise again
-    _set(m, ("translation", "rows", "self_normalised", "global"), _e(25.0, std=1.0, seeds=3))
-    assert _verdict(m, "(6)") == DOES_NOT_HOLD
-    # a std recorded with one seed is not a std
-    for r in ("global", "local", "pretrain_beam"):
-        m["translation"]["rows"]["self_normalised"][r].update(seeds=1)
-    _set(m, ("translation", "rows", "self_normalised", "global"), _e(27.9, std=1.0, seeds=1))
-    assert _verdict(m, "(6)") == HOLDS
-
-
-def test_within_noise_for_threshold_and_difference_claims():
-    m = _paper_like()
-    _set(m, ("tagging", "rows", "lstm", "regular", "pretrain_greedy"), _e(88.5, std=2.0, seeds=3))
-    _set(m, ("tagging", "rows", "blstm", "regular", "pretrain_greedy"), _e(92.59, std=2.0, seeds=3))
-    assert _verdict(m, "(1)") == INCONCLUSIVE               # gap 4.09: 1.09 above the 3-point bar, std 2
-    m = _paper_like()
-    for i in INITS:
-        for r in ("global", "local"):
-            m["tagging"]["rows"]["lstm"][i][r].update(seeds=5, test_std=2.5)
-    assert _verdict(m, "(3)") == INCONCLUSIVE               # SN global − local = +2.15 ≤ std 2.5
-    m = _paper_like()
-    for v in SS:
-        m["translation"]["ss"][v].update(seeds=3, test_std=2.0)
-    assert _verdict(m, "(9)") == INCONCLUSIVE
-
-
-# ---------------------------------------------------------------------------------------------
-# missing and failed
-def test_missing_sections_are_not_run_without_crashing():
-    m = _paper_like()
-    del m["translation"]
-    rows = findings(m)
-    tag = [r for r in rows if r["task"] != "translation"]
-    mt = [r for r in rows if r["task"] == "translation"]
-    assert [r["verdict"] for r in tag] == [HOLDS] * 6 and [r["verdict"] for r in mt] == [NOT_RUN] * 6
-    assert all("translation not run" in r["ours"] for r in mt if not r["claim"].startswith("(7)"))
-    assert "not run" in table_mt(m) and "not run" in table_ss(m) and "not run" in table_breakdown(m)
-    assert "not run" in table_length(m) and "not run" in examples_section(m)
-    m = _paper_like()
-    del m["tagging"]
-    assert {r["verdict"] for r in findings(m) if r["task"] != "translation"} == {NOT_RUN}
-    assert "Tagging: not run" in table_tagging(m, "regular") and "Tagging: not run" in table1(m)
-    rows = findings({})
-    assert {r["verdict"] for r in rows} == {NOT_RUN} and len(rows) == 12
-    md = readme({})
-    assert "Tagging: not run." in md and "Translation: not run." in md
-    _assert_well_formed(md)
-    with pytest.raises(ValueError):
-        findings([1, 2])
-
-
-def test_missing_and_failed_rows():
-    m = _paper_like()
-    del m["translation"]["rows"]["self_normalised"]["local"]
-    r6 = _row(findings(m), "(6)")
-    assert r6["verdict"] == NOT_RUN and "local (SN) not run" in r6["ours"]
-    m["translation"]["rows"]["self_normalised"]["global"]["failed"] = True
-    m["translation"]["rows"]["self_normalised"]["global"]["failure"] = "loss diverged"
-    rows = findings(m)
-    assert _row(rows, "(6)")["verdict"] == DID_NOT_TRAIN
-    assert "global (SN) did not train (loss diverged)" in _row(rows, "(6)")["ours"]
-    assert _row(rows, "(8)")["verdict"] == DID_NOT_TRAIN
-    # claim 4 is tested on the pairs that ran; the rest are listed
-    c4 = _row(rows, "(4)", "translation")
-    assert c4["verdict"] == HOLDS and "holds for 1/1" in c4["ours"] and "untested" in c4["ours"]
-    del m["translation"]["rows"]["regular"]["local"]
-    assert _row(findings(m), "(4)", "translation")["verdict"] == NOT_RUN
-    # claim 2 needs only one usable search-aware row
-    m = _paper_like()
-    for i in INITS:
-        for r in ("local", "global"):
-            m["tagging"]["rows"]["lstm"][i][r]["failed"] = True
-    assert _verdict(m, "(2)") == DID_NOT_TRAIN
-    m["tagging"]["rows"]["lstm"]["regular"]["local"]["failed"] = False
-    c2 = _row(findings(m), "(2)")
-    assert c2["verdict"] == DOES_NOT_HOLD and "46%" in c2["ours"]          # 83.90: 46% of the gap
-    # log Z missing: not run
-    m = _paper_like()
-    del m["tagging"]["log_z"]["blstm"]
-    assert _verdict(m, "(7)", "bidirectional") == NOT_RUN and _verdict(m, "(7)", "unidirectional") == HOLDS
-    # no Bengio variant
-    m = _paper_like()
-    del m["translation"]["ss"]["ss_greedy"], m["translation"]["ss"]["ss_sample"]
-    r9 = _row(findings(m), "(9)")
-    assert r9["verdict"] == NOT_RUN and "no usable Bengio variant" in r9["ours"]
-    assert all(r["verdict"] in VERDICTS for r in findings(m))
-
-
 # ---------------------------------------------------------------------------------------------
 # tables
 def test_tagging_and_mt_tables():
@@ -316,7 +132,7 @@ def test_tagging_and_mt_tables():
     ln = table_length(m)
     assert "| pretrain-greedy | 20.00 (–) | 18.00 (–) | – (–) | – (–) |" in ln
     assert "| globally normalized | 33.21 (33.21) | 28.08 (28.08) | 26.75 (26.75) | 26.41 (26.41) |" in ln
-    for t in (md, sn, mt, ss, t1, bd, ln, findings_table(findings(m)), examples_section(m)):
+    for t in (md, sn, mt, ss, t1, bd, ln, kit.table(verdicts(m, {})), examples_section(m)):
         _assert_well_formed(t)
 
 
@@ -394,8 +210,8 @@ def test_length_figure_draws_ours_and_the_paper_as_separate_series():
 
 def test_write_report(tmp_path: Path):
     m = _paper_like()
-    m["translation"]["rows"]["regular"]["global"] = _e(28.0)          # claim 5 no longer holds
-    out = write_report(m, tmp_path / "report")
+    found = verdicts(m, {})                                           # no statistics: every claim not testable
+    out = write_report(m, tmp_path / "report", found)
     assert set(out) == {"README.md", "tables_2_3.png", "table_6.png", "translator_curve.png"}
     for p in map(Path, out.values()):
         assert p.exists() and p.stat().st_size > 0 and p.parent == tmp_path / "report"
@@ -405,8 +221,8 @@ def test_write_report(tmp_path: Path):
     for heading in ("## Setup", "## What the rows are", "## Table 1", "## Table 2", "## Table 3", "## Table 4",
                     "## Thesis Table 3.1", "## Table 5", "## Table 6", "## Findings", "## Example translations"):
         assert heading in md
-    assert "| claim | task | paper | ours | verdict |" in md
-    assert "**holds**" in md and "**does not hold**" in md
+    assert "| claim | task | paper | ours | verdict |" in md and kit.summary(found) in md
+    assert {v.verdict for v in found} == {kit.NOT_TESTABLE}
     assert EXAMPLE_OUTPUT in md and "![" in md and "(tables_2_3.png)" in md and "(table_6.png)" in md
     assert "## The translator every translation row starts from" in md and "not run (no translator)" in md
 
@@ -437,19 +253,3 @@ def test_the_translator_section_shows_its_bleu_length_penalty_and_curve(tmp_path
     assert "patterns" in md
     _assert_well_formed(md)
     assert readme(copy.deepcopy(m)) == md
-
-
-def test_log_z_claim_of_a_model_that_did_not_train_draws_no_verdict():
-    from components.reports.goyal_2019 import DID_NOT_TRAIN, HOLDS, MT_TASK, findings
-
-    def claim7(failed: bool) -> str:
-        m = {"translation": {"log_z": {
-            "regular": {"train_mean": 10.0, "train_var": 1.0, "dev_mean": 9.0, "dev_var": 1.0, "dev_score": 20.0,
-                        "failed": failed},
-            "self_normalised": {"train_mean": 0.1, "train_var": 0.1, "dev_mean": 0.1, "dev_var": 0.1,
-                                "dev_score": 19.5, "failed": False}}}}
-        (row,) = [r for r in findings(m) if r["claim"].startswith("(7)") and r["task"] == MT_TASK]
-        return row["verdict"]
-
-    assert claim7(False) == HOLDS
-    assert claim7(True) == DID_NOT_TRAIN
