@@ -72,12 +72,17 @@ def quiet_worker() -> None:
 
 
 def shutdown_ray() -> None:
-    """End the local Ray session (its workers) if this process started one."""
+    """End the local Ray session (its workers) if this process started one. Ray's shutdown resets
+    SIGTERM to the default action below Python's table (its core worker uninstalls its failure
+    handler): the stage's handlers are set again, or a SIGTERM in the stage's last steps (writing its
+    outputs) killed it outright (found by the crash harness)."""
     import sys
     if "ray" in sys.modules:
         import ray
         if ray.is_initialized():
             ray.shutdown()
+            from flows.lifecycle import reinstall_signal_handlers
+            reinstall_signal_handlers()
 
 
 def trial_resources(res: ResourcesConfig, cluster_gpus: float | None = None) -> dict[str, float]:

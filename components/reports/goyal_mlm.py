@@ -1088,18 +1088,6 @@ def _mcmc_claims(mcmc: Mapping[str, Any], stats: Stats) -> list[kit.Verdict]:
     return out
 
 
-VERDICTS = kit.VERDICTS
-
-
-def findings(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None) -> list[dict[str, str]]:
-    """The verdicts the ``mcmc`` stage stored in ``metrics/mcmc.json`` (``verdicts``: kit records), as
-    ``{"claim", "scope", "verdict"}`` rows — for the headline until it reads the file's ``findings``
-    counts; nothing is judged here."""
-    recs = mcmc.get("verdicts") if isinstance(mcmc, Mapping) else None
-    return [{"claim": str(r.get("claim")), "scope": str(r.get("scope")), "verdict": str(r.get("verdict"))}
-            for r in (recs if isinstance(recs, Sequence) and not isinstance(recs, str) else []) if isinstance(r, Mapping)]
-
-
 def report_verdicts(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
                     stats: Stats | None = None) -> list[kit.Verdict]:
     """Every claim of :data:`CLAIMS`, judged by the kit on the paired-bootstrap intervals of the

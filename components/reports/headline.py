@@ -15,9 +15,9 @@ caller can say so. No timings (seconds, minutes): they change from run to run.
 Key suffixes name the task's metric (``_acc``: accuracy, ``_f1``: span F1, ``_bleu``: BLEU, else the
 metric's own name; ``_score`` when the file names none); ``_speedup``: a median ratio baseline time /
 our time. ``findings.<verdict>`` (``<study>.<verdict>`` in the file, see :func:`build`): how many
-rows of the report's findings table have that verdict,
-each verdict of the report's vocabulary present (0 when none), parentheses dropped
-("inconclusive (within noise)" -> ``inconclusive``).
+of the report's verdicts have that word of the report kit's vocabulary (``reproduced``,
+``not_reproduced``, ``inconclusive``, ``not_testable``; ``components.reports.kit``), as the stage
+that wrote the report counted them (``findings`` in its metrics file).
 
 Where each key comes from (``T`` = task, ``E`` = the Table 6 energy ``approx.energy``, ``A`` =
 ``approx.arch[T]``):
@@ -46,7 +46,7 @@ the bench measured it:
 - ``T.stage``, ``T.joint``: ``results["T/O/stage"].mean``, ``results["T/O/joint"].mean`` (test, mean over runs)
 - ``T.best_scaled``: the highest ``results["T/O/<fix>"].mean`` over the scaling fixes (online, offline,
   offline_reg; by test: the file keeps no dev score per run)
-- ``findings.*``: ``results.findings``
+- ``findings.*``: ``findings``
 
 ``goyal_2018`` (Goyal et al. 2018; thesis ch. 3) — ``metrics/search_aware.json``, per task of ``tasks``
 (variants that failed to train are left out):
@@ -55,7 +55,7 @@ the bench measured it:
 - ``T.search_aware_beam_<m>``: ``test.beam`` of the search-aware variant (``dl_*``, ``hinge_*``) with the best ``dev.beam``
 - ``T.relaxed_ss_greedy_<m>``: ``test.greedy`` of the α-soft scheduled-sampling variant (``dss_fixed_*``,
   ``dss_annealed_*``) with the best ``dev.greedy``
-- ``findings.*``: :func:`components.reports.goyal_2018.findings` on the file (what the report prints)
+- ``findings.*``: ``findings``
 
 ``goyal_2019`` (Goyal, Dyer & Berg-Kirkpatrick 2019) — ``metrics/translator.json``,
 ``metrics/normalisation.json``; ``I`` = ``regular`` or ``sn`` (``self_normalised``) initialisation;
@@ -65,10 +65,10 @@ rows that failed to train are left out:
 - ``tagging.uni.I.local_<m>``, ``tagging.uni.I.global_<m>``: ``tagging.rows.lstm.<init>.local.test`` / ``.global.test``
   (the unidirectional encoder, where the paper's label-bias claims are)
 - ``mt.I.local_bleu``, ``mt.I.global_bleu``: ``translation.rows.<init>.local.test`` / ``.global.test``
-- ``findings.*``: :func:`components.reports.goyal_2019.findings` on ``metrics/normalisation.json``
+- ``findings.*``: ``findings`` of ``metrics/normalisation.json``
 
 ``goyal_mlm`` (Goyal's thesis, ch. 6) — ``metrics/cmlm.json``, ``metrics/distil.json``,
-``metrics/mlm_exact.json``, ``metrics/mcmc.json``; ``S`` = ``mh_raw``, ``mh_norm`` or ``gibbs`` (MH
+``metrics/mcmc.json``; ``S`` = ``mh_raw``, ``mh_norm`` or ``gibbs`` (MH
 with E_raw, MH with E_norm, degenerate Gibbs: the runs' schemes ``raw``, ``norm``, ``deg``):
 
 - ``cmlm.test_bleu``, ``cmlm.dev_bleu``: ``test_bleu_mask_predict.bleu`` / ``dev_bleu_mask_predict.bleu``
@@ -77,7 +77,7 @@ with E_raw, MH with E_norm, degenerate Gibbs: the runs' schemes ``raw``, ``norm`
   (Figure 6.2, proposal temperature 1)
 - ``full.S.bleu_final``: the ``runs`` entry named ``full/<scheme>``: ``bleu_final`` (Table 6.6)
 - ``full.mask_predict.bleu``: ``baselines.mask_predict.bleu`` (Table 6.6)
-- ``findings.*``: :func:`components.reports.goyal_mlm.findings` on ``metrics/mlm_exact.json`` and ``metrics/mcmc.json``
+- ``findings.*``: ``findings`` of ``metrics/mcmc.json`` (the report's verdicts on both files)
 """
 from __future__ import annotations
 
@@ -85,8 +85,7 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from components.reports import findings as kit
-from components.reports import goyal_2018, goyal_2019, goyal_mlm
+from components.reports import goyal_2018, goyal_2019, kit
 from components.reports.shevchenko_osokin import FIXES, OBJECTIVES
 
 MAX_KEYS = 20
@@ -96,7 +95,7 @@ APPROX, REPORT = "metrics/approx/{task}.json", "metrics/report.json"
 SCALING = "metrics/scaling.json"
 SEARCH_AWARE = "metrics/search_aware.json"
 TRANSLATOR, NORMALISATION = "metrics/translator.json", "metrics/normalisation.json"
-CMLM, DISTIL, MLM_EXACT, MCMC = "metrics/cmlm.json", "metrics/distil.json", "metrics/mlm_exact.json", "metrics/mcmc.json"
+CMLM, DISTIL, MCMC = "metrics/cmlm.json", "metrics/distil.json", "metrics/mcmc.json"
 
 BENCH_LABELS = 400                      # the label-set size of the kernels' targets (CCG's 400 supertags)
 DEVICES = ("cpu", "cuda")
@@ -173,32 +172,10 @@ def metric_suffix(metric: Any) -> str:
     return METRIC_SUFFIX.get(metric, re.sub(r"\W+", "_", metric))
 
 
-def verdict_key(verdict: str) -> str:
-    """``"inconclusive (within noise)"`` -> ``inconclusive``; ``"not testable here"`` -> ``not_testable_here``."""
-    return re.sub(r"\W+", "_", re.sub(r"\s*\(.*\)\s*$", "", verdict).strip().lower()).strip("_")
-
-
-def verdict_counts(rows: Sequence[Mapping[str, str]], vocabulary: Sequence[str]) -> dict[str, int]:
-    """``findings.<verdict>`` -> how many ``rows`` have it: every verdict of ``vocabulary`` (0 when
-    none), then any other verdict the rows carry."""
-    out = {f"findings.{verdict_key(v)}": 0 for v in vocabulary}
-    for r in rows:
-        k = f"findings.{verdict_key(r['verdict'])}"
-        out[k] = out.get(k, 0) + 1
-    return out
-
-
-def _counted(rows: Sequence[Mapping[str, str]], vocabulary: Sequence[str], source: str) -> dict[str, Pick]:
-    return {k: Pick(v, source, None) for k, v in verdict_counts(rows, vocabulary).items()}
-
-
-def _file_findings(data: Data, file: str, path: Path_) -> dict[str, Pick]:
-    """The findings counts a stage wrote into its metrics (``{verdict_key: n}`` at ``path``): the
-    findings kit's verdicts always, then any other the file has."""
-    counts = lookup(_file(data, file), path)
-    names = [verdict_key(v) for v in kit.VERDICTS]
-    names += [k for k in (counts if isinstance(counts, Mapping) else {}) if k not in names]
-    return {f"findings.{k}": at(data, file, *path, k) for k in names}
+def _file_findings(data: Data, file: str) -> dict[str, Pick]:
+    """The verdict counts the stage wrote into its metrics (``findings``: :func:`kit.counts`), one
+    key per word of the kit's vocabulary."""
+    return {f"findings.{v.replace(' ', '_')}": at(data, file, "findings", v.replace(" ", "_")) for v in kit.VERDICTS}
 
 
 def _usable(entry: Any) -> bool:
@@ -271,7 +248,7 @@ def tu_gimpel(data: Data, *, tasks: Sequence[str], energy: str, arch: Mapping[st
             a = found[0] if len(found) == 1 else None
         out[f"{t}.infnet_search_error"] = (at(data, f, t, f"{energy}.{a}.infnet_search_error") if a is not None
                                            else _none(f))
-    out.update(_file_findings(data, REPORT, ("findings",)))
+    out.update(_file_findings(data, REPORT))
     return out
 
 
@@ -294,7 +271,7 @@ def shevchenko_osokin(data: Data) -> dict[str, Pick]:
         best = max(fixes, key=lambda x: x[0])[1] if fixes else None
         out[f"{t}.best_scaled"] = (at(data, SCALING, "results", f"{t}/{obj}/{best}", "mean") if best
                                    else _none(SCALING))
-    out.update(_file_findings(data, SCALING, ("results", "findings")))
+    out.update(_file_findings(data, SCALING))
     return out
 
 
@@ -311,7 +288,7 @@ def goyal_2018_headline(data: Data) -> dict[str, Pick]:
         out[f"{t}.ce_beam_{sfx}"] = _if_usable(data, SEARCH_AWARE, (*base, "ce"), "test", "beam")
         out[f"{t}.search_aware_beam_{sfx}"] = _best_by_dev(data, SEARCH_AWARE, base, goyal_2018.SEARCH_AWARE, "beam")
         out[f"{t}.relaxed_ss_greedy_{sfx}"] = _best_by_dev(data, SEARCH_AWARE, base, RELAXED_SS, "greedy")
-    out.update(_counted(goyal_2018.findings(metrics), kit.VERDICTS, SEARCH_AWARE))
+    out.update(_file_findings(data, SEARCH_AWARE))
     return out
 
 
@@ -328,7 +305,7 @@ def goyal_2019_headline(data: Data) -> dict[str, Pick]:
             out[f"tagging.uni.{i}.{row}_{tsfx}"] = _if_usable(data, NORMALISATION,
                                                               ("tagging", "rows", "lstm", init, row), "test")
             out[f"mt.{i}.{row}_{msfx}"] = _if_usable(data, NORMALISATION, ("translation", "rows", init, row), "test")
-    out.update(_counted(goyal_2019.findings(metrics), goyal_2019.VERDICTS, NORMALISATION))
+    out.update(_file_findings(data, NORMALISATION))
     return out
 
 
@@ -352,8 +329,7 @@ def goyal_mlm_headline(data: Data) -> dict[str, Pick]:
     for scheme, s in MCMC_SCHEMES.items():
         out[f"full.{s}.bleu_final"] = _mcmc_run(data, f"full/{scheme}", "bleu_final")
     out["full.mask_predict.bleu"] = at(data, MCMC, "baselines", "mask_predict", "bleu")
-    rows = goyal_mlm.findings(_file(data, MLM_EXACT), _file(data, MCMC))
-    out.update(_counted(rows, goyal_mlm.VERDICTS, f"{MLM_EXACT} + {MCMC}"))
+    out.update(_file_findings(data, MCMC))
     return out
 
 
@@ -363,7 +339,7 @@ HEADLINES: dict[str, Headline] = {
     "shevchenko_osokin": Headline((SCALING,), shevchenko_osokin),
     "goyal_2018": Headline((SEARCH_AWARE,), goyal_2018_headline),
     "goyal_2019": Headline((TRANSLATOR, NORMALISATION), goyal_2019_headline),
-    "goyal_mlm": Headline((CMLM, DISTIL, MLM_EXACT, MCMC), goyal_mlm_headline),
+    "goyal_mlm": Headline((CMLM, DISTIL, MCMC), goyal_mlm_headline),
 }
 
 

@@ -310,11 +310,12 @@ def test_a_sigterm_while_ray_starts_keeps_the_stages_handler_and_stops_after_the
         lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
 
 
-def test_after_a_real_ray_start_a_sigterm_reaches_the_stages_handler(tmp_path):
+def test_after_a_real_ray_start_and_shutdown_a_sigterm_reaches_the_stages_handler(tmp_path):
     """Ray's core worker installs absl's failure handler for SIGTERM below Python's signal table
     (``signal.getsignal`` still names the stage's handler): a SIGTERM then logged "*** SIGTERM
-    received" and the process aborted (exit -6; found by the crash harness). ``init_ray`` puts the
-    stage's handler back at the C level too."""
+    received" and the process aborted (exit -6); and Ray's shutdown resets SIGTERM to its default
+    action there, so a SIGTERM while the stage wrote its outputs killed it (exit -15). Both found by
+    the crash harness; ``init_ray`` and ``shutdown_ray`` put the stage's handler back."""
     script = textwrap.dedent("""
         import os, signal, time
         from flows import lifecycle, ray_runtime
@@ -327,6 +328,11 @@ def test_after_a_real_ray_start_a_sigterm_reaches_the_stages_handler(tmp_path):
             print("interrupted", e.exit_code, flush=True)
         with lifecycle.signals_deferred():
             ray_runtime.shutdown_ray()
+        try:                              # Ray's shutdown reset SIGTERM to its default action: set again
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2)
+        except lifecycle.StageInterrupted as e:
+            print("after shutdown", e.exit_code, flush=True)
         os._exit(0)
     """)
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
@@ -335,3 +341,4 @@ def test_after_a_real_ray_start_a_sigterm_reaches_the_stages_handler(tmp_path):
                        cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "interrupted 143" in p.stdout and "SIGTERM received" not in p.stderr, p.stderr[-3000:]
+    assert "after shutdown 143" in p.stdout, (p.stdout, p.stderr[-3000:])

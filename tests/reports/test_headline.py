@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.reports import goyal_2018, goyal_2019, goyal_mlm
 from components.reports import headline as H
+from components.reports import kit
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -64,31 +64,21 @@ def test_tu_gimpel_reads_the_table6_energy_and_the_tasks_arch():
     assert {k: vals[f"tu_gimpel.{k}"] for k in report} == report       # build names the counts by study
 
 
-def test_computed_findings_counts_are_the_report_modules_verdicts():
-    sa = committed("goyal_2018")["metrics/search_aware.json"]
-    norm = committed("goyal_2019")["metrics/normalisation.json"]
-    mlm = committed("goyal_mlm")
-    cases = [("goyal_2018", committed("goyal_2018"), goyal_2018.findings(sa)),
-             ("goyal_2019", committed("goyal_2019"), goyal_2019.findings(norm)),
-             ("goyal_mlm", mlm, goyal_mlm.findings(mlm["metrics/mlm_exact.json"], mlm["metrics/mcmc.json"]))]
-    for study, data, rows in cases:
-        vals = H.values(H.build(study, data))
-        counts = {k: v for k, v in vals.items() if k.startswith(f"{study}.")}
-        assert sum(counts.values()) == len(rows), study
-        for r in rows:
-            assert counts[f"{study}.{H.verdict_key(r['verdict'])}"] >= 1
+def test_findings_counts_are_the_stages_own_counts_in_the_kits_vocabulary():
+    words = [v.replace(" ", "_") for v in kit.VERDICTS]
+    for study, file in (("tu_gimpel", H.REPORT), ("shevchenko_osokin", H.SCALING), ("goyal_2018", H.SEARCH_AWARE),
+                        ("goyal_2019", H.NORMALISATION), ("goyal_mlm", H.MCMC)):
+        data = committed(study)
+        vals = H.values(H.build(study, data, **DESIGN.get(study, {})))
+        counts = {k[len(study) + 1:]: v for k, v in vals.items() if k.startswith(f"{study}.")}
+        assert counts == data[file]["findings"] and sorted(counts) == sorted(words), study
+        assert sum(counts.values()) == len(data[file]["verdicts"]), study     # one count per verdict written
 
 
 # ---------------------------------------------------------------------------------------------
 # hand-made inputs
 
-def test_verdict_keys_and_counts_keep_the_whole_vocabulary():
-    assert H.verdict_key("inconclusive (within noise)") == "inconclusive"
-    assert H.verdict_key("not testable here") == "not_testable_here"
-    rows = [{"verdict": "holds"}, {"verdict": "holds"}, {"verdict": "inconclusive (within noise)"},
-            {"verdict": "something new"}]
-    assert H.verdict_counts(rows, ("holds", "does not hold", "inconclusive (within noise)")) == {
-        "findings.holds": 2, "findings.does_not_hold": 0, "findings.inconclusive": 1, "findings.something_new": 1}
+FOUND = {"reproduced": 1, "not_reproduced": 0, "inconclusive": 2, "not_testable": 0}
 
 
 def test_metric_suffix():
@@ -100,33 +90,32 @@ def _variant(dev, test, failed=False):
     return {"dev": {"greedy": dev, "beam": dev}, "test": {"greedy": test, "beam": test}, "failed": failed}
 
 
-def test_goyal_2018_picks_by_dev_and_leaves_failed_variants_out(monkeypatch):
-    monkeypatch.setattr(goyal_2018, "findings", lambda m: [{"verdict": "reproduced"}])
+def test_goyal_2018_picks_by_dev_and_leaves_failed_variants_out():
     variants = {"ce": _variant(40.0, 41.0),
                 "dl_annealed": _variant(45.0, 30.0),             # best dev: chosen although its test is low
                 "dl_alpha1": _variant(44.0, 50.0),
                 "hinge_annealed": _variant(99.0, 99.0, failed=True),  # failed: never a cell
                 "dss_fixed_greedy": _variant(30.0, 31.0, failed=True)}
-    data = {H.SEARCH_AWARE: {"tasks": {"ner": {"metric": "span_f1", "variants": variants}}}}
+    data = {H.SEARCH_AWARE: {"tasks": {"ner": {"metric": "span_f1", "variants": variants}}, "findings": FOUND}}
     picks = H.goyal_2018_headline(data)
     vals = H.values(picks)
     assert vals["ner.ce_greedy_f1"] == 41.0 and vals["ner.ce_beam_f1"] == 41.0
     assert vals["ner.search_aware_beam_f1"] == 30.0
     assert picks["ner.search_aware_beam_f1"].path == ("tasks", "ner", "variants", "dl_annealed", "test", "beam")
     assert H.left_out(picks) == {"ner.relaxed_ss_greedy_f1": H.SEARCH_AWARE}   # every α-soft variant failed or absent
-    assert vals["findings.reproduced"] == 1 and vals["findings.not_reproduced"] == 0
+    assert vals["findings.reproduced"] == 1 and vals["findings.inconclusive"] == 2
 
 
 def test_tu_gimpel_takes_the_named_arch_or_the_only_one_in_the_file():
     m = {"metric": "accuracy", "E.viterbi": {"score": 90.0}, "E.gd_search_error": 0.5,
          "E.cnn.infnet_search_error": 2.0, "F.blstm.infnet_search_error": 9.0}
     data = {"metrics/approx/pos.json": {"pos": m},
-            H.REPORT: {"findings": {"reproduced": 3, "not_reproduced": 1, "not_testable_here": 0}}}
+            H.REPORT: {"findings": {"reproduced": 3, "not_reproduced": 1, "inconclusive": 0, "not_testable": 0}}}
     named = H.values(H.tu_gimpel(data, tasks=("pos",), energy="E", arch={"pos": "cnn"}))
     found = H.values(H.tu_gimpel(data, tasks=("pos",), energy="E"))
     assert named == found == {"pos.viterbi_acc": 90.0, "pos.gd_oracle_search_error": 0.5,
                               "pos.infnet_search_error": 2.0, "findings.reproduced": 3,
-                              "findings.not_reproduced": 1, "findings.not_testable_here": 0}
+                              "findings.not_reproduced": 1, "findings.inconclusive": 0, "findings.not_testable": 0}
     with pytest.raises(ValueError, match="metrics/approx/ner.json"):
         H.tu_gimpel(data, tasks=("pos", "ner"), energy="E")
 
@@ -135,14 +124,14 @@ def test_shevchenko_osokin_takes_the_first_objective_with_a_joint_run_and_the_be
     res = {"ocr/marginal_ce/stage": {"mean": 80.0}, "ocr/marginal_ce/joint": {"mean": 70.0},
            "ocr/marginal_ce/online": {"mean": 75.0}, "ocr/marginal_ce/offline": {"mean": 78.0},
            "ocr/marginal_ce/offline_reg": {"mean": float("nan")}, "ocr/marginal_ce/temperature": {"mean": 99.0},
-           "ocr/ssvm/joint": {"mean": 10.0}, "snakes/gcrf_ce/joint": {"mean": 60.0},
-           "findings": {"reproduced": 2, "not_reproduced": 0}}
-    picks = H.shevchenko_osokin({H.SCALING: {"results": res}})
+           "ocr/ssvm/joint": {"mean": 10.0}, "snakes/gcrf_ce/joint": {"mean": 60.0}}
+    picks = H.shevchenko_osokin({H.SCALING: {"results": res, "findings": {"reproduced": 2, "not_reproduced": 0,
+                                                                          "inconclusive": 1}}})
     vals = H.values(picks)
     assert (vals["ocr.stage"], vals["ocr.joint"], vals["ocr.best_scaled"]) == (80.0, 70.0, 78.0)
     assert vals["snakes.joint"] == 60.0 and "snakes.best_scaled" not in vals
     assert H.left_out(picks) == {"snakes.stage": H.SCALING, "snakes.best_scaled": H.SCALING,
-                                 "findings.not_testable_here": H.SCALING}
+                                 "findings.not_testable": H.SCALING}
 
 
 def test_pipeline_adds_a_device_only_where_the_bench_measured_it():
@@ -160,18 +149,18 @@ def test_pipeline_adds_a_device_only_where_the_bench_measured_it():
     assert vals["cuda.mh_speedup"] == 40.0 and "cuda.viterbi_L400_speedup" not in vals
 
 
-def test_goyal_mlm_finds_runs_by_name(monkeypatch):
-    monkeypatch.setattr(goyal_mlm, "findings", lambda exact, mcmc: [])
+def test_goyal_mlm_finds_runs_by_name():
     runs = [{"name": "full/raw", "bleu_final": 0.3}, {"name": "main/deg", "e_norm": 20.0, "bleu": 1.5},
             {"name": "main/raw", "e_norm": 8.0, "bleu": 2.5}]
-    data = {H.CMLM: {"test_bleu_mask_predict": {"bleu": 2.6}}, H.DISTIL: {}, H.MLM_EXACT: {},
-            H.MCMC: {"runs": runs, "baselines": {"mask_predict": {"bleu": 0.31}}}}
+    data = {H.CMLM: {"test_bleu_mask_predict": {"bleu": 2.6}}, H.DISTIL: {},
+            H.MCMC: {"runs": runs, "baselines": {"mask_predict": {"bleu": 0.31}}, "findings": FOUND}}
     picks = H.goyal_mlm_headline(data)
     vals = H.values(picks)
     assert vals["main.mh_raw.e_norm"] == 8.0 and vals["main.gibbs.bleu_mean"] == 1.5
     assert picks["main.mh_raw.bleu_mean"].path == ("runs", 2, "bleu")
     assert vals["full.mh_raw.bleu_final"] == 0.3 and vals["full.mask_predict.bleu"] == 0.31
     assert {"main.mh_norm.e_norm", "cmlm.dev_bleu", "distil.targets_bleu"} <= set(H.left_out(picks))
+    assert vals["findings.inconclusive"] == 2
 
 
 def test_input_paths_build_and_errors():
