@@ -74,8 +74,8 @@ def quiet_worker() -> None:
 def shutdown_ray() -> None:
     """End the local Ray session (its workers) if this process started one. Ray's shutdown resets
     SIGTERM to the default action below Python's table (its core worker uninstalls its failure
-    handler): the stage's handlers are set again, or a SIGTERM in the stage's last steps (writing its
-    outputs) killed it outright (found by the crash harness)."""
+    handler): the stage's handlers are set again once it returns (a SIGTERM during the shutdown
+    itself still ends the process: ``run_stage`` writes its outputs before)."""
     import sys
     if "ray" in sys.modules:
         import ray

@@ -202,6 +202,12 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
             raise
         finally:
             tracker.set_provenance(outer)
+            if finished:
+                # the outputs before Ray's shutdown: for a moment during it Ray leaves SIGTERM at its
+                # default action below Python's table, where no handler of ours can be (found by the
+                # crash harness); a SIGTERM then ends a stage that has written all it produced
+                write_json(metrics_path(root, stage, task), results)
+                write_json(timings_path(root, stage, task), timings)
             if handlers_installed():      # a stage process: its Ray processes end before its reaper does,
                 with signals_deferred():  # and not at interpreter exit, where a signal would cut it short
                     shutdown_ray()
@@ -209,8 +215,6 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
                 stop_reaper(reaper)
             # else a stage process that failed or was stopped: its reaper stays, and once this process
             # is gone it stops whatever it left (a Ray start or shutdown cut short) and closes its records
-        write_json(metrics_path(root, stage, task), results)
-        write_json(timings_path(root, stage, task), timings)
         shutil.rmtree(ray_storage(root, name), ignore_errors=True)    # finished: nothing left to resume
     return metrics
 
