@@ -23,8 +23,8 @@ PLUGIN = ROOT / "examples" / "plugins" / "my_methods.py"
 METHOD = "my_methods:UnaryArgmax"
 WORDS = ["the", "dog", "cat", "runs", "sleeps", "big", "a", "john", "paris", "in", "loves", "mary", "berlin"]
 TAGS = {"john": "B-PER", "mary": "B-PER", "paris": "B-LOC", "berlin": "B-LOC"}
-PLUGIN_STAGES = {"prepare", "train_energy", "infnets", "approx", "scaling", "search_aware", "normalisation",
-                 "mlm_exact", "mcmc"}
+PLUGIN_STAGES = {"prepare", "train_energy", "infnets", "approx", "scaling", "search_aware", "screen",
+                 "normalisation", "mlm_exact", "mcmc"}
 
 
 def _write_corpus(folder: Path, seed: int = 0) -> dict[str, Path]:
