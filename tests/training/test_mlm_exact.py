@@ -281,8 +281,12 @@ SMALL = CellConfig(model=BiLSTMMLMConfig(embedding_dim=4, hidden=8), vocab=V, le
 def test_run_cell_synthetic():
     out = run_cell("hmm_low", 64, "pll", seed=3, cfg=SMALL)
     assert set(out) == {"nll", "neg_pll", "neg_mlm", "true_nll", "epochs", "best_epoch", "best_dev_loss",
-                        "train_seconds", "train_size"}
+                        "train_seconds", "train_size", "per_sequence"}
     assert out["epochs"] == 2 and out["train_size"] == 64 and 1 <= out["best_epoch"] <= 2
+    # the per-sequence statistics (the report's bootstrap units) average to the reported means
+    per = out["per_sequence"]
+    assert per.shape[0] == len(cell_data("hmm_low", 64, 3, SMALL).test.tokens)
+    assert math.isclose(float(per[:, 0].mean()), out["nll"], rel_tol=1e-6)     # float32 sums
     data = cell_data("hmm_low", 64, 3, SMALL)
     assert math.isclose(out["true_nll"], float(-data.generator.log_prob(data.test.tokens).mean()), rel_tol=1e-12)
     # a seed's test set does not depend on the train size
