@@ -125,35 +125,42 @@ def test_a_finished_stage_removes_its_ray_folder(tmp_path):
     assert (tmp_path / "metrics" / "demo" / "pos.json").exists()
 
 
-def test_signals_abort_outside_a_sweep_and_stop_tune_inside_one():
+@pytest.fixture
+def stage_handlers():
+    """This test process plays a stage's: its SIGINT / SIGTERM / SIGUSR1 handlers and the lifecycle's
+    state are put back afterwards (pytest's process is no stage: a later ray.init must not put the
+    stage's handlers back). Yields the handlers found before."""
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    stopped = []
     try:
-        lifecycle.install_signal_handlers()
-        assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
-        with pytest.raises(StageInterrupted) as e:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(1)
-        assert e.value.exit_code == 143 and lifecycle.interrupted() == signal.SIGTERM
-
-        lifecycle.install_signal_handlers()
-        signal.signal(signal.SIGUSR1, lambda s, f: stopped.append(s))      # stands for Tune's stop handler
-        with pytest.raises(StageInterrupted) as e:
-            with lifecycle.tune_running():
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.5)
-                assert stopped == [signal.SIGINT]       # Tune was asked to stop; the sweep goes on to return
-        assert e.value.exit_code == 130
-        with pytest.raises(StageInterrupted):           # a second signal does not wait for Tune
-            with lifecycle.tune_running():
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(1)
+        yield old
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        # this process is pytest's, not a stage's: a later ray.init must not put the handlers back
         lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
+
+
+def test_signals_abort_outside_a_sweep_and_stop_tune_inside_one(stage_handlers):
+    stopped = []
+    lifecycle.install_signal_handlers()
+    assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
+    with pytest.raises(StageInterrupted) as e:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert e.value.exit_code == 143 and lifecycle.interrupted() == signal.SIGTERM
+
+    lifecycle.install_signal_handlers()
+    signal.signal(signal.SIGUSR1, lambda s, f: stopped.append(s))      # stands for Tune's stop handler
+    with pytest.raises(StageInterrupted) as e:
+        with lifecycle.tune_running():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+            assert stopped == [signal.SIGINT]       # Tune was asked to stop; the sweep goes on to return
+    assert e.value.exit_code == 130
+    with pytest.raises(StageInterrupted):           # a second signal does not wait for Tune
+        with lifecycle.tune_running():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
 
 
 def test_a_stage_whose_parent_dies_stops_instead_of_running_on_as_an_orphan(tmp_path):
@@ -235,50 +242,37 @@ def test_a_duplicate_key_is_an_error_outside_dvc_too(tmp_path):
     assert r.returncode == 1 and f"{params}:6: duplicate key 'lr'" in r.stderr, r.stderr
 
 
-def test_handlers_replaced_by_a_library_are_put_back():
+def test_handlers_replaced_by_a_library_are_put_back(stage_handlers):
     """``ray.init`` sets its own SIGTERM handler (``sys.exit``); ``init_ray`` and ``tune_running`` put
     the stage's back, so a SIGTERM during a sweep stops it instead of aborting the stage."""
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        lifecycle.reinstall_signal_handlers()            # never installed in this process: nothing
-        assert signal.getsignal(signal.SIGTERM) is old[signal.SIGTERM]
-        lifecycle.install_signal_handlers()
-        signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))        # what ray.init does
-        lifecycle.reinstall_signal_handlers()
-        assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
-        signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))
-        with pytest.raises(StageInterrupted) as e:
-            with lifecycle.tune_running():
-                assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
-                raise StageInterrupted(signal.SIGTERM)
-        assert e.value.exit_code == 143
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
+    lifecycle.reinstall_signal_handlers()            # never installed in this process: nothing
+    assert signal.getsignal(signal.SIGTERM) is stage_handlers[signal.SIGTERM]
+    lifecycle.install_signal_handlers()
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))        # what ray.init does
+    lifecycle.reinstall_signal_handlers()
+    assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))
+    with pytest.raises(StageInterrupted) as e:
+        with lifecycle.tune_running():
+            assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+            raise StageInterrupted(signal.SIGTERM)
+    assert e.value.exit_code == 143
 
 
-def test_a_signal_while_ray_shuts_down_is_deferred_not_raised():
+def test_a_signal_while_ray_shuts_down_is_deferred_not_raised(stage_handlers):
     """A SIGTERM in the middle of the stage's Ray shutdown used to cut it short and leave Ray's
     agents running (found by the crash harness): it is recorded, and raised once the block is done."""
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        lifecycle.install_signal_handlers()
-        assert lifecycle.handlers_installed()
-        with lifecycle.signals_deferred():
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.3)                                  # not raised here
-            finished = True
-        assert finished and lifecycle.interrupted() == signal.SIGTERM
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
+    lifecycle.install_signal_handlers()
+    assert lifecycle.handlers_installed()
+    with lifecycle.signals_deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)                                  # not raised here
+        finished = True
+    assert finished and lifecycle.interrupted() == signal.SIGTERM
 
 
-def test_a_sigterm_while_ray_starts_keeps_the_stages_handler_and_stops_after_the_start(monkeypatch):
+def test_a_sigterm_while_ray_starts_keeps_the_stages_handler_and_stops_after_the_start(monkeypatch,
+                                                                                         stage_handlers):
     """``ray.init`` installs its SIGTERM handler (``sys.exit``) at its start: a SIGTERM in that
     window exited 15 and left Ray's agents running (found by the crash harness). Now Ray's handler
     is never installed in a stage process, the signal is deferred until Ray has started, and the
@@ -295,19 +289,12 @@ def test_a_sigterm_while_ray_starts_keeps_the_stages_handler_and_stops_after_the
 
     monkeypatch.setattr(ray, "init", fake_init)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        lifecycle.install_signal_handlers()
-        with pytest.raises(StageInterrupted) as e:
-            ray_runtime.init_ray()
-        assert fake_init.finished and e.value.exit_code == 143
-        assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
-        assert ray_utils.set_sigterm_handler.__name__ == "set_sigterm_handler"     # restored after the start
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        lifecycle._state.update(signal=None, tune=False, installed=False, defer="")
+    lifecycle.install_signal_handlers()
+    with pytest.raises(StageInterrupted) as e:
+        ray_runtime.init_ray()
+    assert fake_init.finished and e.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+    assert ray_utils.set_sigterm_handler.__name__ == "set_sigterm_handler"     # restored after the start
 
 
 def test_after_a_real_ray_start_and_shutdown_a_sigterm_reaches_the_stages_handler(tmp_path):
