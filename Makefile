@@ -12,7 +12,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 export DO_NOT_TRACK ?= true
 
-.PHONY: install run test test-all gpu-check ui dashboard dag clean-runs
+.PHONY: install run study test test-all gpu-check ui dashboard dag clean-runs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
@@ -25,6 +25,12 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/dvc repro
+
+# one paper at the study scale (study/dvc.yaml, flows/scale_pipeline.py): its outputs under study/, its
+# report in study/reports/<paper>/ with the RUN.md the run writes. PAPER: tu_gimpel, shevchenko_osokin,
+# goyal_2018, goyal_2019, goyal_mlm; `make study` alone runs all five.
+study: $(STAMP)
+	$(BIN)/dvc repro $(if $(PAPER),$$($(BIN)/python -m flows.scale_pipeline --target '$(PAPER)'),study/dvc.yaml)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -114,6 +114,40 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
 SCALES_DIR = "scales"
 
 
+def merge_params(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overlay`` on top: mappings merge key by key, any other value replaces."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_params(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_params_files(paths: typing.Sequence[str | Path]) -> dict[str, Any]:
+    """The params files ``paths`` in order, each on top of the ones before (:func:`merge_params`);
+    the first is the project's ``params.yaml`` with its scale files. A later file is an overlay that
+    sets only what differs, such as ``study/params.yaml`` (the study scale's pipeline)."""
+    if not paths:
+        raise ConfigError("no params file given")
+    params = load_params(paths[0])
+    for path in paths[1:]:
+        params = merge_params(params, load_params(path))
+    return params
+
+
+def project_root(path: str | Path = ".") -> Path:
+    """The DVC project that holds ``path``: the nearest folder at or above it with a ``.dvc`` folder
+    (``path`` itself, resolved, when there is none). A scale's pipeline (``study/``) writes its
+    products under its own folder and reads the project's data; both lie inside this root."""
+    path = Path(path).resolve()
+    for folder in (path, *path.parents):
+        if (folder / ".dvc").is_dir():
+            return folder
+    return path
+
+
 def _check_type(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:

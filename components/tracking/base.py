@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
+from components.config import project_root
 from components.tracking.provenance import DataInput
 
 
@@ -22,10 +23,12 @@ DVC_TEMP_WORKSPACES = (".dvc", "tmp", "exps")    # where ``dvc exp run --temp`` 
 
 
 def store_root(root: str | Path = ".") -> Path:
-    """The folder that holds the embedded MLflow store: ``root`` itself, or — when ``root`` is one of
-    DVC's temporary experiment workspaces (``<repo>/.dvc/tmp/exps/<tmp>/``, deleted after the run) —
-    the main repository ``<repo>``, so those runs are not lost with the workspace."""
-    path = Path(root).resolve()
+    """The folder that holds the embedded MLflow store: the DVC project holding ``root``
+    (:func:`components.config.project_root`: ``root`` itself, or the project above a scale's folder
+    such as ``study/``, so every scale's runs are in one store), or — when that is one of DVC's
+    temporary experiment workspaces (``<repo>/.dvc/tmp/exps/<tmp>/``, deleted after the run) — the
+    main repository ``<repo>``, so those runs are not lost with the workspace."""
+    path = project_root(root)
     parts = path.parts
     n = len(DVC_TEMP_WORKSPACES)
     for i in range(len(parts) - n):

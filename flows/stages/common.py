@@ -1,7 +1,7 @@
 """What every stage shares: argument parsing, params, the tracker run, metrics/<stage>.json.
 
-``python -m flows.stages.<name> [--params params.yaml] [--root .]`` loads ``params.yaml``
-(resolving ``base.scale``), opens one tracker run named after the stage, logs the stage's params
+``python -m flows.stages.<name> [--params params.yaml ...] [--root .]`` loads ``params.yaml``
+(an overlay on top of it for each further ``--params``; resolving ``base.scale``), opens one tracker run named after the stage, logs the stage's params
 section, calls ``run(params, ctx)``, logs the returned metrics and writes them atomically to
 ``metrics/<stage>.json`` for ``dvc metrics`` — without their run facts (wall times, throughputs,
 the host: ``components.metrics.run_facts``), which go with ``stage_seconds`` to
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from components.config import (BaseConfig, ConfigError, check_contained, flatten, get_dotted, load_params, load_section, resolve_device,
-                               resolve_scale, set_dotted)
+from components.config import (BaseConfig, ConfigError, check_contained, flatten, get_dotted, load_params_files, load_section,
+                               project_root, resolve_device, resolve_scale, set_dotted)
 from components.io import write_json
 from components.metrics.run_facts import split_run_facts
 from components.tracking import Tracker, make_tracker, stage_provenance
@@ -158,7 +158,8 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
     if task is not None:
         params = for_task(params, stage, task)
     base = load_section(BaseConfig, "base", params)
-    check_contained(params, root)        # every path inside the repository (or base.external_paths), task names plain
+    check_contained(params, project_root(root))   # every path inside the repository (or base.external_paths),
+    #                                               task names plain; root: the products' folder, in it
     resolve_device(base.device)          # an unusable device fails here, before any work
     use_plugin_dir(root, base)
     if base.threads > 0:
@@ -227,8 +228,11 @@ def main(stage: str, argv: list[str] | None = None) -> None:
     """
     run = importlib.import_module(f"flows.stages.{stage}").run
     ap = argparse.ArgumentParser(prog=f"python -m flows.stages.{stage}")
-    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    ap.add_argument("--root", default=".", help="project root holding data/, metrics/, models/ (default: .)")
+    ap.add_argument("--params", action="append", default=None,
+                    help="params file (default: params.yaml); given again, each file on top of the ones before "
+                         "(study/dvc.yaml: --params ../params.yaml --params params.yaml)")
+    ap.add_argument("--root", default=".", help="the folder the stage's products go under (metrics/, models/, "
+                                                "reports/, ...; default: .); paths in params are relative to it")
     ap.add_argument("--task", default=None, help="run one task of <stage>.tasks (dvc.yaml foreach); "
                                                  "metrics go to metrics/<stage>/<task>.json")
     args = ap.parse_args(argv)
@@ -236,9 +240,10 @@ def main(stage: str, argv: list[str] | None = None) -> None:
     install_signal_handlers()
     watch_parent()
     try:
-        params = load_params(args.params)
+        files = args.params or ["params.yaml"]
+        params = load_params_files(files)
         if stage not in params:
-            raise ConfigError(f"{args.params}: no '{stage}' section (the settings of the stage being run)")
+            raise ConfigError(f"{', '.join(files)}: no '{stage}' section (the settings of the stage being run)")
         run_stage(stage, run, params, args.root, task=args.task)
         if interrupted() is not None:    # a signal some library swallowed after the work: exit as interrupted
             raise StageInterrupted(interrupted())
