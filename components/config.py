@@ -516,23 +516,25 @@ def _local_path(value: str) -> str | None:
     return value
 
 
-def contained_path(value: str, root: Path, where: str, external: typing.Sequence[str | Path] = ()) -> Path | None:
+def contained_path(value: str, root: Path, where: str, external: typing.Sequence[str | Path] = (),
+                   within: Path | None = None) -> Path | None:
     """``value`` (relative to ``root``, or absolute) resolved, ``..`` and symbolic links followed;
-    a :class:`ConfigError` naming ``where`` if it lies outside ``root`` and outside every folder of
-    ``external`` (``base.external_paths``; relative ones are relative to ``root``). ``None`` for a
-    value that names no local path (empty, a server URL)."""
+    a :class:`ConfigError` naming ``where`` if it lies outside ``within`` (default ``root``: the
+    repository) and outside every folder of ``external`` (``base.external_paths``; relative ones are
+    relative to ``root``). ``None`` for a value that names no local path (empty, a server URL)."""
     local = _local_path(value)
     if local is None:
         return None
     root = Path(root).resolve()
     resolved = (root / local).resolve()
-    if resolved.is_relative_to(root):
+    inside = root if within is None else Path(within).resolve()
+    if resolved.is_relative_to(inside):
         return resolved
     if any(resolved.is_relative_to((root / e).resolve()) for e in external):
         return resolved
-    how = (" through a symbolic link" if Path(os.path.normpath(root / local)).is_relative_to(root) else "")
+    how = (" through a symbolic link" if Path(os.path.normpath(root / local)).is_relative_to(inside) else "")
     raise ConfigError(
-        f"{where}: {value!r} resolves{how} to {resolved}, outside the repository {root}; what the pipeline writes "
+        f"{where}: {value!r} resolves{how} to {resolved}, outside the repository {inside}; what the pipeline writes "
         f"and reads back must stay inside it. To use a location outside the repository on purpose, list it (or a "
         f"folder above it) in base.external_paths, e.g. dvc exp run -S 'base.external_paths=[\"{resolved}\"]'")
 
@@ -541,13 +543,14 @@ def _matches(key: str, patterns: typing.Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(key, p) for p in patterns)
 
 
-def check_contained(params: dict[str, Any], root: str | Path) -> None:
+def check_contained(params: dict[str, Any], root: str | Path, within: str | Path | None = None) -> None:
     """Refuse, before any work, a params set that would write outside the repository ``root``.
 
     ``params``: the full params of a run, after ``base.scale`` is applied (the ``scales`` section
     itself is not read). Every string value of a path key (see the comment above
     :data:`_PATH_KEY`; list entries too) must resolve — after joining with ``root`` and following
-    ``..`` and symbolic links — inside ``root`` or under a folder of ``base.external_paths``, except
+    ``..`` and symbolic links — inside ``within`` (default ``root``; a scale's folder such as
+    ``study/`` is a ``root`` inside the repository ``within``) or under a folder of ``base.external_paths``, except
     the read-only inputs of :data:`READ_ONLY_PATH_KEYS`; a ``sqlite:///`` or ``file://`` value is
     checked as its path, a server URL (``https://``, ``s3://``) is not a local path. Every task and
     variant name (:data:`NAME_KEYS`: keys of ``prepare.tasks``, entries of ``<stage>.tasks`` and
@@ -571,11 +574,11 @@ def check_contained(params: dict[str, Any], root: str | Path) -> None:
                 if names:
                     check_name(v, f"{key}[{i}]")
                 elif _PATH_KEY.search(last) and isinstance(v, str) and not _matches(key, READ_ONLY_PATH_KEYS):
-                    contained_path(v, root, f"{key}[{i}]", base.external_paths)
+                    contained_path(v, root, f"{key}[{i}]", base.external_paths, within)
                 else:
                     walk(v, f"{key}[{i}]")
         elif isinstance(value, str) and _PATH_KEY.search(last) and not _matches(key, READ_ONLY_PATH_KEYS):
-            contained_path(value, root, key, base.external_paths)
+            contained_path(value, root, key, base.external_paths, within)
 
     for section, value in params.items():
         if section != "scales":

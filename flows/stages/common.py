@@ -158,8 +158,8 @@ def run_stage(stage: str, run: Callable[[dict[str, Any], StageContext], dict[str
     if task is not None:
         params = for_task(params, stage, task)
     base = load_section(BaseConfig, "base", params)
-    check_contained(params, project_root(root))   # every path inside the repository (or base.external_paths),
-    #                                               task names plain; root: the products' folder, in it
+    check_contained(params, root, project_root(root))   # every path inside the repository (or base.external_paths),
+    #                                                     task names plain; root: the products' folder, in it
     resolve_device(base.device)          # an unusable device fails here, before any work
     use_plugin_dir(root, base)
     if base.threads > 0:
