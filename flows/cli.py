@@ -45,6 +45,7 @@ import yaml  # noqa: E402
 
 from components.config import ConfigError, get_dotted, load_params, resolve_scale, scale_overrides  # noqa: E402
 from components.data.types import FormatError  # noqa: E402
+from flows.scale_pipeline import PAPERS, SCALE_DIR, target  # noqa: E402
 
 PROG = "approxinfer"
 SCALES = ("default", "study", "paper")
@@ -122,8 +123,13 @@ def _params(path: Path) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
     root = Path(args.root).resolve()
-    check_stage_names(args.stages, dvc_stages(root), root / "dvc.yaml")
     force = ["--force"] if args.force else []
+    if args.paper is not None:               # one paper in its scale's own pipeline (study/dvc.yaml)
+        if args.stages or args.scale not in SCALE_DIR:
+            raise ConfigError(f"--paper runs a paper's whole chain in a scale's own pipeline: give --scale "
+                              f"{' or '.join(SCALE_DIR)} and no STAGE")
+        return _exec([_tool("dvc"), "repro", *force, target(args.paper, args.scale)], root, dry_run=args.dry_run, err=err)
+    check_stage_names(args.stages, dvc_stages(root), root / "dvc.yaml")
     if args.scale is None:
         cmd = [_tool("dvc"), "repro", *force, *args.stages]
     else:
@@ -591,10 +597,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "whose inputs changed (and the stages they need). The command is printed first."),
                        epilog="examples:\n  approxinfer run\n  approxinfer run train@pos train_energy --force\n"
                               "  approxinfer run --scale study approx     # dvc exp run -S base.scale=study approx\n"
+                              "  approxinfer run --scale study --paper goyal_2018   # dvc repro study/dvc.yaml:search_aware\n"
                               "  approxinfer run --dry-run report         # print the command only")
     p.add_argument("stages", nargs="*", metavar="STAGE", help="dvc.yaml stages (stage@task for one task of a "
                                                                "per-task stage); none: every stage")
     p.add_argument("--force", action="store_true", help="run the stages even if nothing changed (dvc --force)")
+    p.add_argument("--paper", default=None, choices=sorted(PAPERS),
+                   help="with --scale study: the paper's chain in the study's own pipeline (study/dvc.yaml; "
+                        "outputs under study/, its report and RUN.md in study/reports/PAPER/)")
     p.add_argument("--scale", choices=SCALES, default=None,
                    help="run as a DVC experiment at this scale (dvc exp run -S base.scale=SCALE); "
                         "default: params.yaml's own base.scale, with dvc repro")

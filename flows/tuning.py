@@ -9,10 +9,14 @@ caller's ``train`` trains with params carrying those values and returns its dev 
 keep; every epoch is reported to Ray Tune (``optuna_trial``, ``epoch``, ``dev_score``,
 ``train_loss``, ``best_dev_score`` over the trial so far). The best training is returned for the
 caller to decode and record with ``flows.ray_runtime.report_final``. An empty space is one training
-with the settings as written.
+with the settings as written. A suggested setting whose training did not learn
+(:class:`components.training.guard.DidNotLearn`) is a failed Optuna trial, kept in ``Tuned.trials``
+with the guard's message; the study goes on, and fails only when no setting learned: tuning on dev
+is where settings that do not learn are discarded, and the model kept has passed the guard.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -20,6 +24,7 @@ from typing import Any, Callable
 
 from components.config import ResourcesConfig
 from components.seeds import seed_for
+from components.training.guard import DidNotLearn
 from flows.ray_runtime import epoch_bar
 from flows.search_space import suggest
 from flows.stages.common import StageContext
@@ -38,7 +43,7 @@ class Tuned:
     score: float                        # its dev score (what Optuna maximised)
     values: dict[str, Any]              # the values it was trained with (dotted params key -> value)
     kept: Any                           # what ``train`` returned to keep (weights, fit state, objective ...)
-    trials: list[dict[str, Any]] = field(default_factory=list)   # every training: {values, dev_score}
+    trials: list[dict[str, Any]] = field(default_factory=list)   # every training: {values, dev_score[, did_not_learn]}
     seconds: float = 0.0                # the whole study's wall time
 
 
@@ -64,12 +69,22 @@ def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, see
             tune.report({"optuna_trial": float(i), **{k: float(record[k]) for k in EPOCH_KEYS if k in record},
                          "best_dev_score": max(before, seen["dev"])})
 
-        score, kept = train(values, report, epoch_bar(f"{label} ({i + 1}/{n})"))
+        try:
+            score, kept = train(values, report, epoch_bar(f"{label} ({i + 1}/{n})"))
+        except DidNotLearn as e:
+            if n == 1:
+                raise
+            study.tell(ot, state=optuna.trial.TrialState.FAIL)
+            history.append({"values": values, "dev_score": None, "did_not_learn": str(e)})
+            logging.getLogger(__name__).warning("%s: setting %d/%d %s discarded: %s", label, i + 1, n, values, e)
+            continue
         study.tell(ot, score)
         history.append({"values": values, "dev_score": score})
         if best is None or score > best.score:
             best = Tuned(score=score, values=values, kept=kept)
-    assert best is not None
+    if best is None:
+        raise DidNotLearn(f"{label}: none of the {n} settings tuned on dev learned: "
+                          + "; ".join(f"{h['values']}: {h['did_not_learn']}" for h in history))
     best.trials, best.seconds = history, time.perf_counter() - t0
     return best
 

@@ -144,6 +144,7 @@ def tune_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> 
     tuned = tune_in_trial(f"tune {kind}/{method}", cfg.tune.groups()[(kind, method)], cfg.tune.trials,
                           seed_for(base.seed, "scaling", "tune", kind, method, "tpe"), train)
     report_final({"best_dev_score": tuned.score, "n_trials": float(len(tuned.trials)),
+                  "n_did_not_learn": float(sum("did_not_learn" in t for t in tuned.trials)),
                   **{f"tuned/{_method_key(k)}": float(v) for k, v in tuned.values.items()}},
                  {"tuned.json": json.dumps({"run": run, "values": tuned.values, "dev_score": tuned.score,
                                             "trials": tuned.trials}, indent=1)})

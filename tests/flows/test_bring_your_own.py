@@ -113,8 +113,11 @@ def test_editing_a_plugin_module_makes_dvc_status_report_the_stages_that_build_p
 
     def mentioning_plugins() -> set[str]:
         out = subprocess.run(dvc, cwd=clone, check=True, capture_output=True, text=True).stdout
+        # the root pipeline's stages (a scale's own pipeline, study/dvc.yaml, lists the same plug-in folder
+        # as ../plugins, and its stages not yet run report every dep)
         return {name.split("@")[0] for name, changes in json.loads(out).items()
-                if any("plugins" in (c.get("changed deps") or {}) for c in changes if isinstance(c, dict))}
+                if ":" not in name
+                and any("plugins" in (c.get("changed deps") or {}) for c in changes if isinstance(c, dict))}
 
     assert mentioning_plugins() == set()                              # the committed lock records plugins/
     shutil.copy(PLUGIN, clone / "plugins" / "my_methods.py")
