@@ -24,6 +24,23 @@ global torch generator (dropout) ``(stage, task, "torch")`` and the batch order 
 (:func:`searcher_seed`). None names the variant or the trial: the variants of a task (energies,
 architectures, modes) and the trials of its sweep start from the same weights, see the same batches
 and get the same suggestions — common random numbers, so that their comparison is paired.
+
+Replicates (``seeds: [0, 1, 2]`` in a section whose config is a :class:`ReplicatedSweepConfig`:
+``train_energy``, ``infnets``; replicate indices that :mod:`components.seeds` names, not seeds):
+replicate 0 is the sweep above, unchanged. Once every sweep of the stage has finished, each
+(task, variant) is trained again for every further replicate k with the values its sweep chose (its
+best trial's; no new search), in one Tune grid; every seed of that training — the initial weights,
+the global torch generator, the batch order — is named with the part ``replicate<k>`` after the task
+(``(stage, task, "replicate1", "model")``, ...: the seed policy's spelling of a replicate, as
+``search_aware`` names its own), while the training subsample stays the task's one
+(every replicate trains on the same sentences: replicates differ by initialisation and order only).
+The did-not-learn guard judges every replicate; one that did not learn fails the stage, naming it.
+Replicate k's model goes to ``<models_dir>/<task>[/<variant>]/replicate<k>/``
+(:func:`replicate_folder`: beside replicate 0's files, inside its DVC-tracked folder) and its test
+metrics under ``replicates.<k>`` of the (task, variant)'s metrics; with ``seeds: [0]`` (the default)
+nothing of this runs and every output is what it was. A spec builds replicate k's model on the
+models of that replicate (``infnets``: the energy of replicate k): its ``build`` takes
+``replicate=k`` for k > 0, and its ``check`` makes sure, before any work, that they exist.
 """
 from __future__ import annotations
 
@@ -40,7 +57,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from components.config import BaseConfig, ConfigError, check_range, load_section, resolve_device, set_dotted
+from components.config import (BaseConfig, ConfigError, check_range, field_error, load_section, resolve_device,
+                               set_dotted)
 from components.data.tasks import TaggingTask, load_tagging_task
 from components.io import write_json
 from components.metrics.run_facts import results_only
@@ -86,11 +104,52 @@ class TaskSweepConfig:
 
 
 @dataclass(frozen=True)
+class ReplicatedSweepConfig(TaskSweepConfig):
+    """A per-task sweep stage that trains replicates (module doc): ``seeds`` lists replicate indices,
+    replicate 0 (the sweep) first."""
+    seeds: tuple[int, ...] = (0,)         # replicate indices (components.seeds names them), not seeds
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_replicates(self)
+
+
+def check_replicates(cfg: Any, key: str = "seeds") -> None:
+    """``cfg.<key>`` lists distinct replicate indices, replicate 0 first (a :func:`field_error`)."""
+    check_range(cfg, nonempty=(key,), nonnegative=(key,))
+    seeds = tuple(getattr(cfg, key))
+    if seeds[0] != 0:
+        raise field_error(cfg, key, f"must list replicate 0 first (the sweep, whose choice the others retrain), "
+                                    f"got {list(seeds)}")
+    if len(set(seeds)) != len(seeds):
+        raise field_error(cfg, key, f"lists a replicate twice: {list(seeds)}")
+
+
+def replicates(cfg: Any) -> tuple[int, ...]:
+    """The replicate indices a stage's config asks for: its ``seeds``, or ``(0,)`` for a config that
+    trains no replicates (``train``)."""
+    return tuple(cfg.seeds) if isinstance(cfg, ReplicatedSweepConfig) else (0,)
+
+
+def replicate_folder(folder: Path, replicate: int) -> Path:
+    """Where replicate ``replicate`` of the model in ``folder`` lives: ``folder`` itself for replicate 0,
+    ``folder/replicate<k>`` for k > 0 (``components.inference.study_config.replicate_folder``, which the
+    ``approx`` stage reads them with, is the same layout)."""
+    return Path(folder) if replicate == 0 else Path(folder) / f"replicate{replicate}"
+
+
+def _seed_name(section: str, task: str, replicate: int, *purpose: str | int) -> tuple[str | int, ...]:
+    """The name of one of a training's seeds: ``(section, task, *purpose)`` for replicate 0 (the names
+    it has always had), ``(section, task, f"replicate{k}", *purpose)`` for replicate k > 0."""
+    return (section, task, *((f"replicate{replicate}",) if replicate else ()), *purpose)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     section: str                                                            # params section
     config: type                                                            # its dataclass
     variants: Callable[[Any, str], tuple[str, ...]]                         # (cfg, task) -> variant names ("" = one)
-    build: Callable[[Any, str, TaggingTask, int, Path], torch.nn.Module]    # (cfg, variant, task, seed, root)
+    build: Callable[..., torch.nn.Module]    # (cfg, variant, task, seed, root[, replicate=k]): replicate=k for k > 0
     loss: Callable[[Any, str, torch.nn.Module], Callable[[torch.nn.Module, Any], torch.Tensor]]
     # loss(cfg, variant, model) -> loss_fn(model, batch); ``fit`` tells a loss_fn with an ``epoch``
     # attribute the epoch before each epoch's batches (for schedules such as lambda annealing)
@@ -101,6 +160,8 @@ class ModelSpec:
     register: bool = False
     # log each sweep's best model as an MLflow model and register it as approxinfer-<stage>-<task>[-<variant>]
     # (the models users tag text with: `approxinfer predict models:/...`)
+    check: Callable[[Any, StageContext], None] | None = None
+    # check(cfg, ctx): the stage's own checks before any work (infnets: each replicate's energies exist)
 
 
 def searcher_seed(base_seed: int, stage: str, task: str, done: int = 0) -> int:
@@ -117,16 +178,17 @@ def _spec(ref: str) -> ModelSpec:
 
 def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, Any], root: Path, *,
               resume: FitState | None = None, initial_score: float | None = None, on_epoch=None, on_batch=None,
-              on_task=None, on_initial=None):
+              on_task=None, on_initial=None, replicate: int = 0):
     """Train one configuration -> (model with best-on-dev weights, fit state, test metrics, task).
     ``on_task(task)`` sees the loaded task before training starts; ``on_initial(score)`` the untrained
-    network's dev score (measured unless ``initial_score`` gives it, as a resumed trial does). Raises
+    network's dev score (measured unless ``initial_score`` gives it, as a resumed trial does);
+    ``replicate``: the replicate index that names the training's seeds (module doc; 0: the sweep's). Raises
     :class:`~components.training.guard.DidNotLearn` when the model did not learn."""
     base = load_section(BaseConfig, "base", params)
     cfg = load_section(spec.config, spec.section, params)
     # no variant in these names: every variant of a task starts from the same weights and sees the
-    # same batches (common random numbers; module doc)
-    seed = seed_for(base.seed, spec.section, task_name, "torch")
+    # same batches (common random numbers; module doc); a replicate k > 0 adds "replicate<k>"
+    seed = seed_for(base.seed, *_seed_name(spec.section, task_name, replicate, "torch"))
     # every global generator, also those this training does not draw from: a checkpoint saves their
     # state (components.training.loop.rng_state), which must not depend on the process
     torch.manual_seed(seed), random.seed(seed), np.random.seed(seed)
@@ -135,7 +197,10 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
                              seed=seed_for(base.seed, "data", task_name, "train_subsample"))
     if on_task is not None:
         on_task(task)
-    model = spec.build(cfg, variant, task, seed_for(base.seed, spec.section, task_name, "model"), root).to(device)
+    # the training subsample above has no replicate in its name: every replicate trains on the same sentences
+    on_replicate = {"replicate": replicate} if replicate else {}
+    model = spec.build(cfg, variant, task, seed_for(base.seed, *_seed_name(spec.section, task_name, replicate, "model")),
+                       root, **on_replicate).to(device)
     if initial_score is None:
         model.eval()
         with torch.no_grad():
@@ -148,10 +213,11 @@ def train_one(spec: ModelSpec, task_name: str, variant: str, params: dict[str, A
     state = fit(model, loss_fn,
                 lambda epoch: task.train.batches(
                     cfg.optim.batch_size, shuffle=True, device=device,
-                    seed=seed_for(base.seed, spec.section, task_name, "batches", "epoch", epoch)), n_batches,
-                lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
+                    seed=seed_for(base.seed, *_seed_name(spec.section, task_name, replicate, "batches", "epoch", epoch))),
+                n_batches, lambda m: spec.evaluate(m, cfg, variant, task, task.dev, "dev", device), cfg.optim,
                 state=resume, on_batch=on_batch, on_epoch=on_epoch)
     label = f"{spec.section} {task_name}/{variant}" if variant else f"{spec.section} {task_name}"
+    label += f" replicate {replicate}" if replicate else ""
     check_learned(initial_score, state.best_score, what=label, min_gain=cfg.min_dev_gain)
     model.eval()
     with torch.no_grad():
@@ -169,9 +235,12 @@ def _save_checkpoint(folder: Path, state: FitState, meta: dict[str, Any]) -> Non
 def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any], root: str,
                task: str | None = None, variant: str | None = None) -> None:
     """Ray Tune function trainable: ``config`` maps dotted params keys to this trial's values; in a
-    grid, ``config["run"]`` is ``{"task", "variant", "config": <that mapping>}``."""
+    grid, ``config["run"]`` is ``{"task", "variant", "config": <that mapping>}`` and, for a replicate
+    k > 0 (module doc), ``"replicate": k``."""
     from ray import tune
+    replicate = 0
     if "run" in config:
+        replicate = int(config["run"].get("replicate", 0))
         task, variant, config = config["run"]["task"], config["run"]["variant"], config["run"]["config"]
     spec = _spec(spec_ref)
     for key, value in config.items():
@@ -184,7 +253,10 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
             resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
             initial = json.loads((Path(d) / "model.json").read_text()).get("initial_dev_score")
     meta = {"task": task, "variant": variant, "section": spec.section, "config": config}
+    if replicate:                                  # replicate 0's model.json stays as it was
+        meta["replicate"] = replicate
     label = f"{task}/{variant}" if variant else task
+    label += f" replicate {replicate}" if replicate else ""
     on_batch = epoch_bar(label)
 
     def on_epoch(state: FitState, record: dict[str, float]) -> None:
@@ -196,7 +268,8 @@ def task_trial(config: dict[str, Any], *, spec_ref: str, params: dict[str, Any],
     model, state, test, t = train_one(spec, task, variant, params, Path(root), resume=resume, initial_score=initial,
                                       on_epoch=on_epoch, on_batch=on_batch,
                                       on_task=lambda tk: meta.update(recipe=spec.recipe(cfg, variant, tk)),
-                                      on_initial=lambda score: meta.update(initial_dev_score=score))
+                                      on_initial=lambda score: meta.update(initial_dev_score=score),
+                                      replicate=replicate)
     with tempfile.TemporaryDirectory() as d:       # the checkpoint, not the trial folder (reused actors)
         _save_checkpoint(Path(d), state, {**meta, "test": results_only(test)})   # its timings: tune.report only
         fig = learning_curve(state.history, score_name=f"dev {t.metric}", title=f"{label}: {config}")
@@ -255,16 +328,23 @@ def _register(ctx: StageContext, task: str, variant: str, dest: Path, parent_run
     return {"registered_model": logged.uri}
 
 
+#: the final metrics of a trial that the stage's metrics keep (replicate 0's best, each replicate's own)
+KEPT_METRICS = ("test_", "best_", "epochs_run", "initial_")
+
+
 def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, res: SweepResult,
-            parent_run_id: str, register: bool = False) -> dict[str, Any]:
+            parent_run_id: str, register: bool = False,
+            replicate_trials: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Copy the best checkpoint, write the plots, log to the (open, innermost) parent run, register
-    the best model when the stage's spec says so -> metrics."""
+    the best model when the stage's spec says so; then copy each further replicate's checkpoint
+    (``replicate_trials``: k -> its trial) into its :func:`replicate_folder` -> metrics, with the
+    replicates' under ``replicates`` (absent without replicates)."""
     label, key = _names(task, variant)
     if res.best_checkpoint is None:
         raise RuntimeError(f"sweep {ctx.stage}-{key}: the best trial left no checkpoint")
     dest = ctx.path(cfg.models_dir) / task / variant if variant else ctx.path(cfg.models_dir) / task
     copy_checkpoint(res.best_checkpoint, dest)
-    best = {k: v for k, v in res.best_metrics.items() if k.startswith(("test_", "best_", "epochs_run", "initial_"))}
+    best = {k: v for k, v in res.best_metrics.items() if k.startswith(KEPT_METRICS)}
     best.update({f"config.{k}": v for k, v in res.best_config.items()})
     histories = {}
     for i, t in enumerate(res.trials):
@@ -284,7 +364,56 @@ def _record(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str, re
     ctx.tracker.log_artifact(dest / "model.json", "best_model")
     if register:
         ctx.tracker.set_tags(_register(ctx, task, variant, dest, parent_run_id))
-    return {**best, "n_trials": len(res.trials), "n_failed": sum(1 for t in res.trials if t["error"])}
+    # after the registration, which logs the folder: the registered model is replicate 0's alone
+    reps: dict[str, dict[str, Any]] = {}
+    for k, trial in sorted((replicate_trials or {}).items()):
+        copy_checkpoint(Path(trial["checkpoint"]), replicate_folder(dest, k))
+        reps[str(k)] = {m: v for m, v in trial["metrics"].items() if m.startswith(KEPT_METRICS)}
+    if reps:
+        ctx.tracker.log_metrics(numeric({"replicates": reps}))
+    return {**best, "n_trials": len(res.trials), "n_failed": sum(1 for t in res.trials if t["error"]),
+            **({"replicates": reps} if reps else {})}
+
+
+def _run_replicates(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: TaskSweepConfig,
+                    runs: list[tuple[str, str]], results: dict[str, SweepResult],
+                    parents: dict[str, str]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every further replicate (``seeds`` after 0) of every (task, variant), trained with the values its
+    sweep chose (``results[key].best_config``), as one Tune grid; each trial's MLflow run under its
+    (task, variant)'s parent run (``parents``) -> key -> replicate -> its trial. Any replicate that
+    did not learn (or left no checkpoint) fails the stage, naming every such replicate."""
+    from ray import tune
+    extra = replicates(cfg)[1:]
+    if not extra:
+        return {}
+    stage = ctx.stage
+    grid = [{"task": t, "variant": v, "config": results[_names(t, v)[1]].best_config, "replicate": k}
+            for t, v in runs for k in extra]
+
+    def trial_tags(config: dict[str, Any]) -> dict[str, str]:
+        run = config["run"]
+        key = _names(run["task"], run["variant"])[1]
+        return {"mlflow.parentRunId": parents[key], "sweep": f"{stage}-{key}-replicate{run['replicate']}",
+                "task": run["task"], "replicate": str(run["replicate"])}
+
+    trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, root=str(ctx.root))
+    res = run_sweep(trainable, name=f"{stage}-{'+'.join(cfg.tasks)}-replicates", cfg=cfg.sweep, params=params,
+                    seed=seed_for(ctx.base.seed, stage, "replicates"), tracker=ctx.tracker, parent_run_id=ctx.run_id,
+                    storage=ctx.ray_storage, tags={"stage": stage}, grid=grid, trial_tags=trial_tags,
+                    allow_errors=(DidNotLearn,))     # judged below: every replicate must learn
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    failed = []
+    for t in res.trials:
+        run = t["config"]["run"]
+        label = f"{_names(run['task'], run['variant'])[0]} replicate {run['replicate']}"
+        if t["error"] or not t.get("checkpoint"):
+            failed.append(f"{label}: {t['error'] or 'no checkpoint'}")
+            continue
+        out.setdefault(_names(run["task"], run["variant"])[1], {})[int(run["replicate"])] = t
+    if failed:
+        raise RuntimeError(f"{stage}: {len(failed)} replicate(s) failed (each replicate retrains its sweep's "
+                           f"chosen values and must learn): " + "; ".join(failed))
+    return out
 
 
 def _element_result(name: str, cfg: SweepConfig, trials: list[dict[str, Any]]) -> SweepResult:
@@ -334,16 +463,18 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
             run = t["config"]["run"]
             by_key[_names(run["task"], run["variant"])[1]].append({**t, "config": run["config"]})
         results = {k: _element_result(f"{stage}-{k}", cfg.sweep, by_key[k]) for k in keys}
+        reps = _run_replicates(spec_ref, params, ctx, cfg, runs, results, parents)
         register = _spec(spec_ref).register
         for (task, variant), key, parent in reversed(list(zip(runs, keys, opened))):
-            metrics[key] = _record(ctx, cfg, task, variant, results[key], parents[key], register)
+            metrics[key] = _record(ctx, cfg, task, variant, results[key], parents[key], register, reps.get(key))
             parent.close()
     return {k: metrics[k] for k in keys}
 
 
 def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
-    """Every (task, variant) sweep of the stage; the DVC outputs (models, plots) are written only
-    after every sweep has finished, so an interrupted or failed stage writes none of them."""
+    """Every (task, variant) sweep of the stage, then its further replicates (module doc); the DVC
+    outputs (models, plots) are written only after every sweep and replicate has finished, so an
+    interrupted or failed stage writes none of them."""
     from ray import tune
     spec = _spec(spec_ref)
     cfg = load_section(spec.config, spec.section, params)
@@ -358,6 +489,8 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
         if not (ctx.path(ctx.base.prepared_dir) / task / "meta.json").exists():
             raise ConfigError(f"{spec.section}.max_train_sentences: {task!r} is not a prepared task")
     runs = [(task, variant) for task in cfg.tasks for variant in spec.variants(cfg, task)]
+    if spec.check is not None:
+        spec.check(cfg, ctx)
     if cfg.sweep.num_samples == 1:
         return _run_grid(spec_ref, params, ctx, cfg, runs)
     metrics: dict[str, Any] = {}
@@ -375,8 +508,9 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
                                      storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage},
                                      allow_errors=(DidNotLearn,))    # trials that did not learn are recorded
             results[key] = _element_result(sweep_name(ctx.stage, task, variant), cfg.sweep, results[key].trials)
+        reps = _run_replicates(spec_ref, params, ctx, cfg, runs, results, parents)
         for (task, variant), parent in reversed(list(zip(runs, opened))):
             key = _names(task, variant)[1]
-            metrics[key] = _record(ctx, cfg, task, variant, results[key], parents[key], spec.register)
+            metrics[key] = _record(ctx, cfg, task, variant, results[key], parents[key], spec.register, reps.get(key))
             parent.close()
     return {k: metrics[k] for k in (_names(t, v)[1] for t, v in runs)}

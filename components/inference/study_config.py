@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from components.config import ResourcesConfig, check_range, field_error
@@ -53,9 +54,20 @@ def _default_tuned() -> dict[str, TunedConfig]:
                                            (1.0, 5.0, 10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0))}
 
 
+def replicate_folder(folder: str | Path, replicate: int) -> Path:
+    """Where replicate ``replicate`` of the trained model in ``folder`` lives: ``folder`` itself for
+    replicate 0, ``folder/replicate<k>`` for k > 0 — the layout ``train_energy`` and ``infnets`` write
+    (``flows.task_sweeps.replicate_folder``)."""
+    return Path(folder) if replicate == 0 else Path(folder) / f"replicate{replicate}"
+
+
 @dataclass(frozen=True)
 class ApproxStudyConfig:
     tasks: tuple[str, ...] = ("pos", "ner", "greek_morph")
+    # replicate indices (components.seeds names them in train_energy and infnets), replicate 0 first: every
+    # trained model (Viterbi of each energy, the networks, approx.methods) is evaluated on each replicate's
+    # models; the GD grid, the tuned rows, speed and the LM correlations run on replicate 0 only
+    seeds: tuple[int, ...] = (0,)
     energy: str = "blstm_crf_plus"            # Tables 4 and 6
     table1_energy: str = "blstm_crf"          # Tables 1 and 3
     archs: tuple[str, ...] = ("cnn", "blstm", "seq2seq")                 # Table 1's inference networks
@@ -94,3 +106,9 @@ class ApproxStudyConfig:
     def __post_init__(self):
         check_range(self, positive=("batch_size", "shard_size", "speed_batch_sizes", "lm_epochs"),
                     nonnegative=("max_test_sentences", "max_dev_sentences", "gd_init_stds", "lm_max_words"))   # 0 = the whole split
+        check_range(self, nonempty=("seeds",), nonnegative=("seeds",))
+        if self.seeds[0] != 0:
+            raise field_error(self, "seeds", f"must list replicate 0 first (the replicate the GD grid, the tuned rows, "
+                                             f"speed and the LM correlations run on), got {list(self.seeds)}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise field_error(self, "seeds", f"lists a replicate twice: {list(self.seeds)}")

@@ -687,8 +687,32 @@ def _speeds(m: Mapping[str, Any], name: str) -> np.ndarray | None:
     return np.asarray(r, dtype=np.float64) if isinstance(r, list) and len(r) >= 2 else None
 
 
+def paired_runs(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """Two systems' statistics made comparable run by run -> (a, b, note). Both with replicates
+    (``[seeds, n, d]``, paired by replicate index): as they are, so that the interval resamples seeds
+    and then sentences. One with replicates, the other a single run (``[n, d]``: GD, the tuned rows,
+    run on replicate 0 only): replicate 0's slice ``[0]`` of the replicated one, which the note says."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim == 3 and b.ndim == 3:
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(f"{name_a} has {a.shape[0]} replicates and {name_b} {b.shape[0]}: the approx "
+                             f"statistics pair systems by replicate")
+        return a, b, ""
+    if a.ndim == 3 or b.ndim == 3:
+        many, one, k = (name_a, name_b, a.shape[0]) if a.ndim == 3 else (name_b, name_a, b.shape[0])
+        note = f"{many}: replicate 0 of {k} ({one} ran on replicate 0 only)"
+        return (a[0] if a.ndim == 3 else a), (b[0] if b.ndim == 3 else b), note
+    return a, b, ""
+
+
+def _first_replicate(x: np.ndarray | None) -> np.ndarray | None:
+    """Replicate 0 of a ``[seeds, n, d]`` array (an ``[n, d]`` one as it is)."""
+    return x[0] if x is not None and np.ndim(x) == 3 else x
+
+
 def part_interval(part: Part, data: TaskData, metric: str, seed: int = 0) -> tuple[Interval | None, str]:
-    """The interval of ``part``'s ``a - b`` on one task, or (None, why not)."""
+    """The interval of ``part``'s ``a - b`` on one task and a note on what it rests on (replicate 0 of a
+    replicated side paired with a single run: :func:`paired_runs`; "" otherwise), or (None, why not)."""
     if part.measure == "speed":
         a, b = _speeds(data.metrics, part.a), _speeds(data.metrics, part.b or "")
         if a is None or b is None:
@@ -703,7 +727,8 @@ def part_interval(part: Part, data: TaskData, metric: str, seed: int = 0) -> tup
         a, b = st.get(part.a), st.get(part.b or "")
         if a is None or b is None:
             return None, f"{part.a if a is None else part.b} not run"
-        return paired_bootstrap(a, b, stats_score(metric), seed=seed), ""
+        a, b, note = paired_runs(a, b, part.a, part.b or "")
+        return paired_bootstrap(a, b, stats_score(metric), seed=seed), note
     vals = data.values
     if vals is None:
         return None, "no per-sentence energies (metrics/stats/approx predates this report)"
@@ -711,16 +736,21 @@ def part_interval(part: Part, data: TaskData, metric: str, seed: int = 0) -> tup
         a, b = vals.get(part.a), vals.get(part.b or "")
         if a is None or b is None:
             return None, f"{(part.a if a is None else part.b).split(':', 1)[1]} not run"
-        return paired_bootstrap(a, b, mean_score, seed=seed), ""
+        a, b, note = paired_runs(a, b, part.a.split(":", 1)[1], (part.b or "").split(":", 1)[-1])
+        return paired_bootstrap(a, b, mean_score, seed=seed), note
     if part.measure == "rho":
         ppl, ref = vals.get(f"ppl:{part.ppl}"), vals.get(E(part.ref))
         sa = vals.get(E(part.a))
         sb = vals.get(E(part.b)) if part.b else None
         if ppl is None or ref is None or sa is None or (part.b and sb is None):
             return None, "perplexities or search errors not recorded"
+        # Sec. 6.2 runs on replicate 0 (the perplexities rank one test set; GD ran on replicate 0 only)
+        replicated = any(np.ndim(x) == 3 for x in (ref, sa, sb) if x is not None)
+        ref, sa, sb = _first_replicate(ref), _first_replicate(sa), _first_replicate(sb)
         a = rank_stats(ppl[:, 0], sa[:, 0] - ref[:, 0])
         b = rank_stats(ppl[:, 0], sb[:, 0] - ref[:, 0]) if sb is not None else np.zeros_like(a)
-        return paired_bootstrap(a, b, pearson_score, seed=seed), ""
+        return (paired_bootstrap(a, b, pearson_score, seed=seed),
+                "replicate 0 (Sec. 6.2's correlations run on replicate 0 only)" if replicated else "")
     raise ValueError(f"part {part.label!r}: unknown measure {part.measure!r}")
 
 
@@ -729,9 +759,11 @@ def judge_spec(spec: Spec, scope: str, data: TaskData, metric: str) -> kit.Verdi
     :func:`kit.judge_parts` (a conjunction)."""
     got = [(p.label, *part_interval(p, data, metric)) for p in spec.parts]
     why = "; ".join(dict.fromkeys(w for _, iv, w in got if iv is None))
+    # what the intervals rest on where a replicated side met a single run (the verdict's evidence says it)
+    note = "; ".join(dict.fromkeys(w for _, iv, w in got if iv is not None and w))
     if len(got) == 1:
-        return kit.judge(spec.claim, scope, got[0][1], missing=why)
-    return kit.judge_parts(spec.claim, scope, [(label, iv) for label, iv, _ in got], missing=why)
+        return kit.judge(spec.claim, scope, got[0][1], missing=why, note=note)
+    return kit.judge_parts(spec.claim, scope, [(label, iv) for label, iv, _ in got], missing=why, note=note)
 
 
 def _plus_arch(m: Mapping[str, Any], task: str, arch: Mapping[str, str] | None, energy: str) -> str:
@@ -799,6 +831,41 @@ def yardstick_table(results: Mapping[str, Mapping[str, Any]], energies: Sequence
     return "\n".join(lines) + "\n"
 
 
+def replicate_count(results: Mapping[str, Mapping[str, Any]]) -> int:
+    """The most replicates any task's approx metrics hold (1 + the keys of ``replicates``: replicate 0's
+    numbers are the metrics themselves, each further replicate k's under ``replicates.<k>``)."""
+    return max((1 + len(_entry(m, "replicates")) for m in results.values()), default=1)
+
+
+def replicates_note(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """The caption of the tables of trained models when the study has replicates ("" without)."""
+    n = replicate_count(results)
+    if n < 2:
+        return ""
+    return (f"Trained models (Viterbi under each energy, inference networks, local baselines, `approx.methods`): "
+            f"replicate 0 of {n}, the model each sweep chose; every replicate's score is in the replicates table "
+            f"below the tables. GD and the tuned rows run on replicate 0 only.\n")
+
+
+def replicates_table(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """Every system evaluated on several replicates (the keys of ``replicates.<k>``): its test score per
+    replicate, their mean and standard deviation (over replicates, ddof 1)."""
+    ks = sorted({k for m in results.values() for k in _entry(m, "replicates")}, key=_num)
+    lines = ["| task | system | replicate 0 | " + " | ".join(f"replicate {k}" for k in ks) + " | mean | sd |",
+             "|---|---|---|" + "---|" * (len(ks) + 2)]
+    for t, m in results.items():
+        reps = _entry(m, "replicates")
+        if not reps:
+            continue
+        for key in [k for k in m if all(k in _entry(reps, r) for r in reps)]:
+            scores = [_score(m, key)] + [_score(_entry(reps, k), key) for k in ks]
+            got = [x for x in scores if finite(x) is not None]
+            mean = _f(float(np.mean(got))) if got else "–"
+            sd = _f(float(np.std(got, ddof=1)), "{:.2f}") if len(got) > 1 else "–"
+            lines.append(f"| {t} | {key} | " + " | ".join(_f(x) for x in scores) + f" | {mean} | {sd} |")
+    return "\n".join(lines) + "\n"
+
+
 FINDINGS_NOTE = (
     "The claims are coded as the paper states them (`components/reports/tu_gimpel.claims`), on each task that "
     "stands for the paper's. Scores and energies: 95% paired bootstrap over the test sentences "
@@ -819,6 +886,8 @@ def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: An
     pair = (energies[0], energies[-1]) if energies else ("blstm_crf", "blstm_crf_plus")
     if verdicts is None:
         verdicts = findings(results, stats, arch, pair)
+    # with replicates: the tables show replicate 0 and say so; the replicates table gives each one
+    caption = [replicates_note(results)] if replicate_count(results) > 1 else []
     md = ["# Approximate inference benchmark (Tu & Gimpel 2019): ours beside the paper", "",
           __doc__.split("\n\n", 1)[1].strip(), "",
           kit.findings(list(verdicts)), FINDINGS_NOTE, "",
@@ -826,18 +895,24 @@ def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: An
           "An energy whose exact argmax scores below a plain token-CE tagger trained on the same sentences is a "
           "weak yardstick for approximate inference. The plain BLSTM-CRF energies keep GloVe frozen and have no "
           "character features (dropout 0.5); the BLSTM-CRF+ energies fine-tune the embeddings and add them.", "",
-          yardstick_table(results, pair),
-          "## Table 1 — test results, BLSTM-CRF energy", "", table1(results, pair[0]),
+          *caption, yardstick_table(results, pair),
+          "## Table 1 — test results, BLSTM-CRF energy", "", *caption, table1(results, pair[0]),
           "## Table 3 — speed (examples/s); paper: GPU, batch size 10", "",
           "Batch size 10: the median of the interleaved repeats; the fastest: one timing per batch size.", "",
           table3(results),
-          "## Table 4 — test results, BLSTM-CRF+ energy", "", table4(results, arch, pair[1]),
-          "## Table 6 — approximate inference on the BLSTM-CRF+ energy (score, mean energy)", "", table6(results, arch, pair[1]),
+          "## Table 4 — test results, BLSTM-CRF+ energy", "", *caption, table4(results, arch, pair[1]),
+          "## Table 6 — approximate inference on the BLSTM-CRF+ energy (score, mean energy)", "", *caption,
+          table6(results, arch, pair[1]),
+          *(["## Replicates — test score of every trained model per replicate", "",
+             "The findings pair two replicated systems replicate by replicate and resample the replicates, then "
+             "the sentences (their intervals say how many seeds); a replicated system against GD or a tuned row "
+             "(replicate 0 only) is its replicate 0, as the verdict's evidence says.", "",
+             replicates_table(results)] if caption else []),
           "## GD initialisation (init_std) — the GD grid at other starts z0 ~ N(0, std²), BLSTM-CRF+ energy", "",
           init_std_table(results, pair[1]),
           "## Section 6.2 — Spearman's rho of search error with LM perplexity (BLSTM-CRF energy)", "",
           spearman_table(results),
           *(["## Further inference methods (`approx.methods`), against exact Viterbi", "",
-             methods_table(results, methods, energies)] if methods else []),
+             *caption, methods_table(results, methods, energies)] if methods else []),
           "## Figure 2 — accuracy against total inference time", "", "![figure 2](figure2.png)", ""]
     return "\n".join(md), figure2(results, arch, pair[1])

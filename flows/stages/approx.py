@@ -21,8 +21,20 @@ Per task, against the frozen chain energies of ``train_energy`` and the networks
 - Spearman correlation of search error with the perplexity of the word sequence and of the gold
   label sequence under two LSTM language models trained on the task (Sec. 6.2).
 
+Replicates (``approx.seeds``, replicate indices: a subset of ``infnets.seeds``, itself of
+``train_energy.seeds``; checked before any work): for every replicate k after 0, every trained model
+is evaluated on test again — exact Viterbi under replicate k of each energy, the inference networks and
+local baselines of replicate k, and the methods of ``approx.methods`` under replicate k's energies
+(their random starts named as replicate 0's: the same starts for every replicate). The GD grid and its
+three readings, the tuned rows (Table 6), the speed table and the Sec. 6.2 correlations compare
+inference methods on one fixed energy and run on replicate 0 only. Models of replicate k are read
+from ``<energy_dir|infnet_dir>/<task>/<name>/replicate<k>/``
+(:func:`components.inference.study_config.replicate_folder`).
+
 Per-sentence statistics of every method evaluated on test (the inputs of the report's paired
-bootstrap intervals) land in ``metrics/stats/approx/`` (:data:`STATS_DIR`):
+bootstrap intervals) land in ``metrics/stats/approx/`` (:data:`STATS_DIR`); a system evaluated on
+several replicates is stored as ``[seeds, n, d]`` (``approx.seeds`` order, replicate 0 first), every
+other one as ``[n, d]``:
 
 - ``<task>.npz``: each system's ``components.metrics.tagging.stats_columns(metric)`` per test sentence
   (``[correct, tokens]`` or ``[tp, predicted, gold]``). Systems: ``{energy}.viterbi``,
@@ -35,7 +47,9 @@ bootstrap intervals) land in ``metrics/stats/approx/`` (:data:`STATS_DIR`):
   output), ``relaxed:<system>`` (of its relaxed output, where it has one), ``energy:{energy}.gold``,
   and ``ppl:words`` / ``ppl:labels`` (the language models' perplexities of Sec. 6.2).
 
-Everything else lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage) and in MLflow,
+Everything else lands in ``metrics/approx/<task>.json`` (``--task``; read by the ``report`` stage; replicate 0's
+numbers where they have always been, each further replicate k's under ``replicates.<k>`` with the same
+keys: ``{energy}.viterbi``, ``{energy}.{arch}.{mode}``, ``{energy}.{method}``) and in MLflow,
 the decoding times and speeds included (:data:`TIMINGS_ARE_RESULTS`): the report tabulates and plots
 them (Table 3, Figure 2) and judges the papers' speed claims from them, so they are this stage's
 measurements, not run facts kept apart (:mod:`components.metrics.run_facts`).
@@ -61,13 +75,13 @@ import pyarrow.parquet as pq
 import torch
 
 from components import checkpoints
-from components.config import load_section, resolve_device
+from components.config import ConfigError, load_section, resolve_device
 from components.data.tasks import load_tagging_task
 from components.inference.registry import INFERENCE
 from components.inference.evaluate import evaluate_inference
 from components.inference.gd_select import dev_tuned_select, min_energy_select
 from components.inference.oracle import oracle_select
-from components.inference.study_config import ApproxStudyConfig
+from components.inference.study_config import ApproxStudyConfig, replicate_folder
 from components.inference.study import (gd_grid, grid_table, merge_shards, selection_stats, speed, speed_repeats,
                                         subset, tune_on_dev)
 from components.metrics.correlation import spearman
@@ -134,6 +148,51 @@ def _validate(cfg: ApproxStudyConfig) -> None:
                          where=f"approx.tuned.{name}")
 
 
+def _networks(cfg: ApproxStudyConfig, task_name: str, energies: Any) -> list[tuple[str, str, str]]:
+    """(energy, arch, mode) of every network evaluated: Table 1's archs under ``table1_energy``
+    (Table 1), the task's arch under the other energy (Tables 4 and 6)."""
+    return [(name, arch, mode) for name in energies
+            for arch in (cfg.archs if name == cfg.table1_energy else (cfg.arch.get(task_name, "blstm"),))
+            for mode in cfg.modes]
+
+
+def _check_replicates(cfg: ApproxStudyConfig, ctx: StageContext) -> None:
+    """Before any work: every model of every replicate after 0 exists (``approx.seeds`` must be a subset
+    of ``infnets.seeds``, itself of ``train_energy.seeds``); a clear error naming the missing folder."""
+    for task in cfg.tasks:
+        energies = list(dict.fromkeys([cfg.table1_energy, cfg.energy]))
+        for k in cfg.seeds[1:]:
+            folders = [("train_energy", replicate_folder(ctx.path(cfg.energy_dir) / task / name, k)) for name in energies]
+            folders += [("infnets", replicate_folder(ctx.path(cfg.infnet_dir) / task / variant_name(*v), k))
+                        for v in _networks(cfg, task, energies)]
+            for stage, folder in folders:
+                if not (folder / "model.pt").exists():
+                    raise ConfigError(f"approx.seeds: replicate {k} evaluates the model in {folder}, which does not "
+                                      f"exist: approx.seeds {list(cfg.seeds)} must be a subset of infnets.seeds, and "
+                                      f"infnets.seeds of train_energy.seeds (run {stage} with replicate {k})")
+
+
+def _keep(stats: dict[str, np.ndarray], values: dict[str, np.ndarray], system: str, sentence_stats: Any,
+          energy: Any, relaxed: Any = None) -> None:
+    """Record a system's per-sentence statistics and energies (module doc) in ``stats`` / ``values``."""
+    stats[system] = np.asarray(sentence_stats, dtype=np.float64)
+    values[f"energy:{system}"] = np.asarray(energy, dtype=np.float64)
+    if relaxed is not None and not np.isnan(np.asarray(relaxed, dtype=np.float64)).all():
+        values[f"relaxed:{system}"] = np.asarray(relaxed, dtype=np.float64)
+
+
+def _stack_replicates(first: dict[str, np.ndarray], others: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Replicate 0's arrays with each system that every further replicate also has stacked as
+    ``[seeds, ...]`` (replicate order); the rest as they are. A replicate's system that replicate 0
+    lacks is an error (every replicated system is one of replicate 0's)."""
+    for rep in others:
+        extra = set(rep) - set(first)
+        if extra:
+            raise RuntimeError(f"approx: replicate systems {sorted(extra)} were not evaluated on replicate 0")
+    return {k: (np.stack([v, *(rep[k] for rep in others)]) if others and all(k in rep for rep in others) else v)
+            for k, v in first.items()}
+
+
 def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dict[str, Any]:
     base = ctx.base
     device, seed = resolve_device(base.device), base.seed          # the base of the names (module doc)
@@ -153,26 +212,28 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     values: dict[str, np.ndarray] = {}          # "energy:<system>", ... -> per-sentence values (module doc)
 
     def keep(system: str, sentence_stats: Any, energy: Any, relaxed: Any = None) -> None:
-        stats[system] = np.asarray(sentence_stats, dtype=np.float64)
-        values[f"energy:{system}"] = np.asarray(energy, dtype=np.float64)
-        if relaxed is not None and not np.isnan(np.asarray(relaxed, dtype=np.float64)).all():
-            values[f"relaxed:{system}"] = np.asarray(relaxed, dtype=np.float64)
+        _keep(stats, values, system, sentence_stats, energy, relaxed)
 
-    def keep_inst(system: str, name: str, inst: dict[str, np.ndarray]) -> None:
-        keep(system, inst["stats"], inst["energy"], inst["relaxed_energy"])
-        values.setdefault(f"energy:{name}.gold", inst["gold_energy"])
+    def keep_inst(system: str, name: str, inst: dict[str, np.ndarray], into: tuple[dict, dict] | None = None) -> None:
+        st, va = into or (stats, values)
+        _keep(st, va, system, inst["stats"], inst["energy"], inst["relaxed_energy"])
+        va.setdefault(f"energy:{name}.gold", inst["gold_energy"])
 
-    def evaluate(name: str, method: Any, key: str) -> dict[str, Any]:
-        m, inst = evaluate_inference(energies[name], method, test, labels, metric, batch_size=bs, device=device,
+    vit: dict[str, np.ndarray] = {}
+
+    def evaluate(name: str, method: Any, key: str, rep: tuple[dict, ...] | None = None) -> dict[str, Any]:
+        """``method`` under energy ``name`` on test; ``rep``: a further replicate's (energies, Viterbi
+        energies, metrics, stats, values) to evaluate and record in (None: replicate 0's)."""
+        en, vt, o, st, va = rep or (energies, vit, out, stats, values)
+        m, inst = evaluate_inference(en[name], method, test, labels, metric, batch_size=bs, device=device,
                                      instances=True)
         if key != "viterbi":
-            m["search_error"] = float(np.mean(inst["energy"] - vit[name]))
-        out[f"{name}.{key}"] = m
-        keep_inst(f"{name}.{key}", name, inst)
+            m["search_error"] = float(np.mean(inst["energy"] - vt[name]))
+        o[f"{name}.{key}"] = m
+        keep_inst(f"{name}.{key}", name, inst, (st, va))
         return inst
 
     # exact inference: the yardstick, per energy
-    vit: dict[str, np.ndarray] = {}
     for name in energies:
         vit[name] = evaluate(name, INFERENCE.build("viterbi"), "viterbi")["energy"]
     done("viterbi")
@@ -244,15 +305,12 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
     # inference networks and local baselines (Table 1: every arch under the BLSTM-CRF energy;
     # Tables 4/6: the task's arch under BLSTM-CRF+)
     nets: dict[str, torch.nn.Module] = {}
-    for name in energies:
-        archs = cfg.archs if name == cfg.table1_energy else (cfg.arch.get(task_name, "blstm"),)
-        for arch in archs:
-            for mode in cfg.modes:
-                key = variant_name(name, arch, mode)
-                nets[key] = checkpoints.load(ctx.path(cfg.infnet_dir) / task_name / key, device, expect="infnet")
-                inst = evaluate(name, INFERENCE.build("infnet", net=nets[key]), f"{arch}.{mode}")
-                if mode == "infnet":
-                    search_errors[f"{name}.{arch}.infnet"] = (inst["energy"] - vit[name]).tolist()
+    for name, arch, mode in _networks(cfg, task_name, energies):
+        key = variant_name(name, arch, mode)
+        nets[key] = checkpoints.load(ctx.path(cfg.infnet_dir) / task_name / key, device, expect="infnet")
+        inst = evaluate(name, INFERENCE.build("infnet", net=nets[key]), f"{arch}.{mode}")
+        if mode == "infnet":
+            search_errors[f"{name}.{arch}.infnet"] = (inst["energy"] - vit[name]).tolist()
     done("inference networks")
 
     # Table 6: the tuned methods on the BLSTM-CRF+ energy with the task's inference network
@@ -304,16 +362,38 @@ def study_task(task_name: str, cfg: ApproxStudyConfig, ctx: StageContext) -> dic
         out[f"{key}_search_error"] = float(np.mean(errs))
     for kind in LM_KINDS:
         values[f"ppl:{kind}"] = np.asarray(ppl[kind], dtype=np.float64)
+
+    # the further replicates: every trained model again, on replicate k's models (module doc)
+    reps: dict[int, tuple[dict, ...]] = {}
+    for k in cfg.seeds[1:]:
+        rep = ({name: checkpoints.load(replicate_folder(ctx.path(cfg.energy_dir) / task_name / name, k), device,
+                                       expect="energy") for name in energies}, {}, {}, {}, {})
+        for name in energies:
+            rep[1][name] = evaluate(name, INFERENCE.build("viterbi"), "viterbi", rep)["energy"]
+        for mname, mcfg in cfg.methods.items():
+            for name in energies:
+                evaluate(name, INFERENCE.build(mname, mcfg, **_seeded(mname, seed, task_name)), mname, rep)
+        for name, arch, mode in _networks(cfg, task_name, energies):
+            net = checkpoints.load(replicate_folder(ctx.path(cfg.infnet_dir) / task_name / variant_name(name, arch, mode),
+                                                    k), device, expect="infnet")
+            evaluate(name, INFERENCE.build("infnet", net=net), f"{arch}.{mode}", rep)
+        reps[k] = rep
+        done(f"replicate {k}")
+    if reps:
+        out["replicates"] = {str(k): rep[2] for k, rep in reps.items()}
+        stats = _stack_replicates(stats, [rep[3] for rep in reps.values()])
+        values = _stack_replicates(values, [rep[4] for rep in reps.values()])
     stats_dir = ctx.path(STATS_DIR)
     save_stats(stats_dir / f"{task_name}.npz", stats, stats_columns(metric))
     save_stats(stats_dir / f"{task_name}.values.npz",
-               {k: np.stack([v, np.ones_like(v)], axis=1) for k, v in values.items()}, VALUE_COLUMNS)
+               {k: np.stack([v, np.ones_like(v)], axis=-1) for k, v in values.items()}, VALUE_COLUMNS)
     return out
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     cfg = load_section(ApproxStudyConfig, "approx", params)
     _validate(cfg)
+    _check_replicates(cfg, ctx)
     metrics = {}
     with Progress(len(cfg.tasks), "approx: tasks", unit="task") as bar:
         for task in cfg.tasks:

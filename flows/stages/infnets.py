@@ -8,6 +8,13 @@ frozen) and ``local`` (token CE only, the local baseline) — one sweep through 
 learning rate and lambda (Optuna over the paper's sets at paper scale). Early stopping on dev;
 the best network goes to ``models/infnet/<task>/<variant>/`` with the recipe that rebuilds it; the
 dev evaluations its epochs' records keep leave out their timings (:mod:`components.metrics.run_facts`).
+
+Replicates (``infnets.seeds``, replicate indices; :mod:`flows.task_sweeps`): replicate k > 0 of each
+network (inference network or local baseline) is trained against replicate k of its energy
+(``models/energy/<task>/<energy>/replicate<k>/``) with the learning rate and lambda replicate 0's sweep
+chose, into ``models/infnet/<task>/<variant>/replicate<k>/``. Every replicate of ``infnets.seeds``
+must be one of ``train_energy.seeds``: the stage checks, before any work, that each replicate's
+energies exist, and names the missing folder otherwise.
 """
 from __future__ import annotations
 
@@ -27,11 +34,11 @@ from components.training.infnet import MODES, NetUnderEnergy, net_config, parse_
 from components.training.loop import TrainConfig
 from flows.stages.common import StageContext, main
 from flows.sweeps import SweepConfig
-from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
+from flows.task_sweeps import ModelSpec, ReplicatedSweepConfig, replicate_folder, replicates, run_task_sweeps
 
 
 @dataclass(frozen=True)
-class InfNetStageConfig(TaskSweepConfig):
+class InfNetStageConfig(ReplicatedSweepConfig):
     """The ``infnets`` section; its defaults are the default scale."""
     tasks: tuple[str, ...] = ("pos", "ner", "greek_morph")
     energies: tuple[str, ...] = ("blstm_crf", "blstm_crf_plus")
@@ -55,7 +62,7 @@ class InfNetStageConfig(TaskSweepConfig):
     plots_dir: str = "plots/infnets"
 
     def __post_init__(self):
-        super().__post_init__()                       # TaskSweepConfig's checks
+        super().__post_init__()                       # ReplicatedSweepConfig's checks
         check_range(self, nonnegative=("lam",))
         for energy, per_task in self.energy_archs.items():
             if energy not in self.energies:
@@ -73,9 +80,11 @@ def _variants(cfg: InfNetStageConfig, task: str) -> tuple[str, ...]:
                  for a in cfg.energy_archs.get(e, {}).get(task, cfg.archs) for m in cfg.modes)
 
 
-def _build(cfg: InfNetStageConfig, variant: str, task, seed: int, root) -> NetUnderEnergy:
+def _build(cfg: InfNetStageConfig, variant: str, task, seed: int, root, replicate: int = 0) -> NetUnderEnergy:
     energy_name, arch, _ = parse_variant(variant)
-    energy = checkpoints.load(root / cfg.energy_dir / task.name / energy_name, expect="energy")
+    # replicate k's network against replicate k's energy
+    energy = checkpoints.load(replicate_folder(root / cfg.energy_dir / task.name / energy_name, replicate),
+                              expect="energy")
     net = build_infnet(net_config(cfg.infnet, energy_name, arch), **task.sizes, glove_ids=task.glove_ids,
                        glove_vectors=task.glove_vectors, seed=seed)
     return NetUnderEnergy(net, energy)
@@ -100,8 +109,21 @@ def _recipe(cfg: InfNetStageConfig, variant: str, task) -> dict:
     return recipe("infnet", arch, net_config(cfg.infnet, energy_name, arch), task.sizes, prefix="net.")
 
 
+def _check(cfg: InfNetStageConfig, ctx: StageContext) -> None:
+    """Before any work: the energy of every replicate after 0 exists (``infnets.seeds`` must be a subset
+    of ``train_energy.seeds``); replicate 0's is the stage's dependency as before."""
+    for task in cfg.tasks:
+        for k in replicates(cfg)[1:]:
+            for energy in dict.fromkeys(parse_variant(v)[0] for v in _variants(cfg, task)):
+                folder = replicate_folder(ctx.path(cfg.energy_dir) / task / energy, k)
+                if not (folder / "model.pt").exists():
+                    raise ConfigError(f"infnets.seeds: replicate {k} trains against the energy in {folder}, which does "
+                                      f"not exist: infnets.seeds {list(cfg.seeds)} must be a subset of "
+                                      f"train_energy.seeds (run train_energy with replicate {k})")
+
+
 SPEC = ModelSpec(section="infnets", config=InfNetStageConfig, variants=_variants, build=_build, loss=_loss,
-                 evaluate=_evaluate, recipe=_recipe)
+                 evaluate=_evaluate, recipe=_recipe, check=_check)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

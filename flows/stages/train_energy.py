@@ -8,6 +8,12 @@ decoding speed — go to MLflow and ``metrics/train_energy/<task>.json``; its we
 ``models/energy/<task>/<energy>/`` for the approximate-inference studies. The dev evaluations that
 every epoch's record keeps (``history.json``, ``state.pt``) leave out their timings
 (:mod:`components.metrics.run_facts`): a model folder is the same for the same code and data.
+
+Replicates (``train_energy.seeds``, replicate indices; :mod:`flows.task_sweeps`): replicate k > 0 of
+each energy retrains the learning rate (and every other value) replicate 0's sweep chose, from other
+initial weights and batch orders on the same training sentences, into
+``models/energy/<task>/<energy>/replicate<k>/``; its test metrics go under ``replicates.<k>`` of the
+energy's metrics. ``infnets`` trains replicate k's networks against it.
 """
 from __future__ import annotations
 
@@ -25,11 +31,11 @@ from components.training.loop import TrainConfig
 from components.training.registry import OBJECTIVES, objectives_for
 from flows.stages.common import StageContext, main
 from flows.sweeps import SweepConfig
-from flows.task_sweeps import ModelSpec, TaskSweepConfig, run_task_sweeps
+from flows.task_sweeps import ModelSpec, ReplicatedSweepConfig, run_task_sweeps
 
 
 @dataclass(frozen=True)
-class EnergyStageConfig(TaskSweepConfig):
+class EnergyStageConfig(ReplicatedSweepConfig):
     """The ``train_energy`` section; its defaults are the default scale."""
     tasks: tuple[str, ...] = ("pos", "ner", "greek_morph")
     energies: tuple[str, ...] = ("blstm_crf", "blstm_crf_plus")
@@ -55,7 +61,8 @@ def _variants(cfg: EnergyStageConfig, task: str) -> tuple[str, ...]:
     return cfg.energies
 
 
-def _build(cfg: EnergyStageConfig, variant: str, task, seed: int, root):
+def _build(cfg: EnergyStageConfig, variant: str, task, seed: int, root, replicate: int = 0):
+    # an energy builds on no trained model: a replicate differs by its seed alone
     return ENERGIES.build(variant, cfg.model, **task.sizes, glove_ids=task.glove_ids,
                           glove_vectors=task.glove_vectors, seed=seed)
 

@@ -17,7 +17,9 @@ def test_approx_study_end_to_end(tiny_root):
     run_stage("prepare", prepare.run, params, root)
     for section in ("train_energy", "infnets"):
         params[section].update(tasks=["pos"], max_train_sentences=0)
-        params[section]["optim"].update(epochs=1, batch_size=8)
+        # long enough to learn: the did-not-learn guard fails a model that did not (one epoch did not)
+        params[section]["optim"].update(epochs=4, min_epochs=0, batch_size=8)
+        params[section]["sweep"]["space"] = {f"{section}.optim.lr": {"type": "choice", "values": [0.05]}}
         params[section]["sweep"].update(num_samples=1, resources={"cpu": 1, "gpu": 0})
     params["train_energy"].setdefault("model", {})["hidden"] = 4
     params["infnets"].setdefault("infnet", {})["hidden"] = 4
