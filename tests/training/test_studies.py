@@ -191,3 +191,11 @@ def test_item_log_ratios_skip_items_without_a_pairwise_term():
     f = _Fake("pooled", ok=[], n=[], u=[[10.0, 1.0, 5.0]], w=[[1.0, 10.0, 0.0]])
     rows = item_log_ratios(f, [0])
     assert np.allclose(rows, [[1.0, 1.0], [-1.0, 1.0], [0.0, 0.0]])
+
+
+def test_the_guard_asks_for_a_clear_gain():
+    """A scaling run must beat its untrained model by guard_min_gain points (5 by default): a snakes
+    GCRF whose scaling collapsed to 10.1 against its untrained 10 is not a table cell."""
+    assert _study().guard_min_gain == 5.0
+    with pytest.raises(ConfigError, match="guard_min_gain"):
+        _study(guard_min_gain=-1.0)
