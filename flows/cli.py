@@ -45,7 +45,7 @@ import yaml  # noqa: E402
 
 from components.config import ConfigError, get_dotted, load_params, resolve_scale, scale_overrides  # noqa: E402
 from components.data.types import FormatError  # noqa: E402
-from flows.scale_pipeline import PAPERS, SCALE_DIR, target  # noqa: E402
+from flows.scale_pipeline import PAPERS, SCALE_DIR, report_folder, resolve_refs, target  # noqa: E402
 
 PROG = "approxinfer"
 SCALES = ("default", "study", "paper")
@@ -137,26 +137,18 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None], err: Callable[
     return _exec(cmd, root, dry_run=args.dry_run, err=err)
 
 
-_REF = re.compile(r"\$\{\s*([A-Za-z0-9_.\-]+)\s*\}")
-
-
 def report_stages(root: Path, params: dict[str, Any]) -> dict[str, str]:
-    """paper (the folder under ``reports/``) -> the dvc.yaml stage that writes its report, found from
-    each stage's ``outs`` and ``plots`` (``${...}`` resolved from params)."""
+    """paper (the folder under ``reports/``) -> the dvc.yaml stage that writes its report (the
+    scale pipeline's :func:`~flows.scale_pipeline.report_folder`, ``${...}`` resolved from params)."""
     out: dict[str, str] = {}
     for name, body in dvc_stages(root).items():
         if "foreach" in body or "matrix" in body:
             continue
-        for key in ("outs", "plots"):
-            for entry in body.get(key) or []:
-                path = next(iter(entry)) if isinstance(entry, dict) else str(entry)
-                try:
-                    path = _REF.sub(lambda m: str(get_dotted(params, m.group(1))), path)
-                except ConfigError:
-                    continue
-                parts = Path(path).parts
-                if len(parts) >= 2 and parts[0] == "reports":
-                    out.setdefault(parts[1], name)
+        try:
+            folder = report_folder(resolve_refs({k: body.get(k) for k in ("outs", "plots")}, params, name), name)
+        except ConfigError:
+            continue
+        out.setdefault(Path(folder).parts[1], name)
     return dict(sorted(out.items()))
 
 

@@ -24,7 +24,6 @@ goyal_2018`` prints the paper's ``dvc repro`` target (``make study PAPER=goyal_2
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import yaml
 
 from components.config import ConfigError, get_dotted, load_params, load_params_files, resolve_scale
+from components.tracking.provenance import _interp as interpolate   # the one ${...} interpolation
 from flows import dvc_deps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,33 +57,13 @@ HEADER = """\
 # {dir}/params.yaml. One paper: `make study PAPER=<paper>` = `dvc repro {dir}/dvc.yaml:<its last stage>`
 # ({papers}); all: `dvc repro {dir}/dvc.yaml`.
 """
-_REF = re.compile(r"\$\{([^}]+)\}")
-
-
 def resolve_refs(value: Any, params: dict[str, Any], where: str) -> Any:
-    """``value`` with every ``${key}`` but ``${item}`` replaced by its value in ``params``."""
-    if isinstance(value, dict):
-        return {resolve_refs(k, params, where): resolve_refs(v, params, where) for k, v in value.items()}
-    if isinstance(value, list):
-        return [resolve_refs(v, params, where) for v in value]
-    if not isinstance(value, str):
-        return value
-    whole = _REF.fullmatch(value)
-    if whole and whole.group(1) != "item":
-        return _lookup(whole.group(1), params, where)
-
-    def sub(m: re.Match) -> str:
-        if m.group(1) == "item":
-            return m.group(0)
-        return str(_lookup(m.group(1), params, where))
-    return _REF.sub(sub, value)
-
-
-def _lookup(key: str, params: dict[str, Any], where: str) -> Any:
+    """``value`` with every ``${key}`` but ``${item}`` replaced by its value in ``params``: DVC's
+    interpolation as provenance implements it, with ``item`` bound to its own reference."""
     try:
-        return get_dotted(params, key)
-    except (KeyError, ConfigError) as e:
-        raise ConfigError(f"dvc.yaml: {where}: ${{{key}}} is not a key of the merged params") from e
+        return interpolate(value, {"item": "${item}"}, params)
+    except KeyError as e:
+        raise ConfigError(f"dvc.yaml: {where}: ${{{e.args[0]}}} is not a key of the merged params") from e
 
 
 def _outs(stage: dict) -> list[str]:
@@ -144,51 +124,29 @@ def chains(stages: dict[str, dict], params: dict[str, Any]) -> dict[str, list[st
 
 
 def _param_entries(entries: list, overlay: dict[str, Any], scale: str) -> list:
-    """A root stage's ``params`` for the scale's folder: keys the overlay sets from ``params.yaml``
-    (the overlay), the others from ``../params.yaml``; the scale file as ``../scales/<scale>.yaml``."""
+    """A root stage's ``params`` for the scale's folder: a key the overlay sets from ``params.yaml``
+    (the overlay), a key it does not set from ``../params.yaml``, a section it sets in part from both;
+    the scale file as ``../scales/<scale>.yaml``."""
     own, project, files = [], [], []
     for e in entries:
-        if isinstance(e, str):
-            try:
-                value = get_dotted(overlay, e)
-            except (KeyError, ConfigError):
-                value = None
-            below = any(k.startswith(e + ".") for k in _dotted_keys(overlay))
-            if value is not None:
-                own.append(e)
-                if isinstance(value, dict):          # the overlay sets part of it: the rest is the project's
-                    project.append(e)
-            elif below:
-                own_keys = [k for k in _dotted_keys(overlay) if k.startswith(e + ".")]
-                own.extend(own_keys)
-                project.append(e)
-            else:
-                project.append(e)
-        else:
-            for f, keys in e.items():
-                files.append({"../" + f.replace("${base.scale}", scale): keys})
-    out: list = []
-    if own:
-        out.append({"params.yaml": own})
-    if project:
-        out.append({"../params.yaml": project})
-    return out + files
-
-
-def _dotted_keys(d: dict[str, Any], prefix: str = "") -> list[str]:
-    keys = []
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        keys.append(key)
-        if isinstance(v, dict):
-            keys += _dotted_keys(v, key + ".")
-    return keys
+        if not isinstance(e, str):
+            files += [{"../" + f.replace("${base.scale}", scale): keys} for f, keys in e.items()]
+            continue
+        try:
+            value = get_dotted(overlay, e)
+        except (KeyError, ConfigError):
+            value = None
+        if value is not None:
+            own.append(e)
+        if value is None or isinstance(value, dict):
+            project.append(e)
+    return ([{"params.yaml": own}] if own else []) + ([{"../params.yaml": project}] if project else []) + files
 
 
 def report_folder(body: dict, name: str) -> str:
-    """The folder of the report a (resolved) stage writes: its first out under ``reports/``."""
+    """The folder of the report a (resolved) stage writes: its first out under ``reports/<paper>``."""
     for out in _outs(body):
-        if out.startswith("reports/"):
+        if out.startswith("reports/") and len(Path(out).parts) >= 2:
             return str(Path(out).parent) if out.endswith(".md") or out.endswith(".png") else out.rstrip("/")
     raise ConfigError(f"dvc.yaml: stage {name}: no out under reports/ (the paper's report)")
 
