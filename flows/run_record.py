@@ -25,6 +25,7 @@ from components.config import (ConfigError, flatten, get_dotted, load_params, lo
 from components.io import write_text
 from components.reports.run_record import CODE_DEFAULT, RunFacts, Setting, StageTime, render
 from flows.scale_pipeline import PAPERS, SCALE_DIR, chains
+from flows.sections import code_default
 
 #: what makes a run's code or settings differ from its commit
 CODE_PATHS = ("components", "flows", "params.yaml", "scales", "dvc.yaml", "pyproject.toml",
@@ -93,9 +94,15 @@ def settings(files: list[Path], raw: dict[str, Any], stages: dict[str, dict], ch
     """The overlays' keys, then the scale file's overrides of the sections the chain's stages read."""
     out: list[Setting] = []
 
+    at_default = resolve_scale(raw)            # params.yaml at its own (the default) scale
+
     def default(key: str) -> Any:
         try:
-            return get_dotted(raw, key)
+            return get_dotted(at_default, key)
+        except (KeyError, ConfigError):
+            pass
+        try:
+            return code_default(key)           # params.yaml is silent: the section dataclass's default
         except (KeyError, ConfigError):
             return CODE_DEFAULT
 

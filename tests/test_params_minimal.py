@@ -22,35 +22,14 @@ import yaml
 
 from components.config import (BaseConfig, from_dict, get_dotted, load_params, load_section, resolve_scale,
                                scale_overrides, set_dotted)
-from components.data.prepare import PrepareConfig
 from components.data.translation import TranslationConfig
-from components.inference.study_config import ApproxStudyConfig
 from components.models.mlm import CMLMConfig
-from flows.stages.bench import BenchConfig
-from flows.stages.cmlm import CMLMStageConfig
-from flows.stages.fetch import FetchConfig
-from flows.stages.screen import ScreenConfig
-from flows.stages.infnets import InfNetStageConfig
-from flows.stages.mcmc import MCMCStageConfig
-from flows.stages.mlm_exact import MLMExactConfig
-from flows.stages.normalisation import NormalisationConfig
-from flows.stages.headline import HeadlineConfig
-from flows.stages.report import ReportConfig
-from flows.stages.scaling import ScalingStageConfig
-from flows.stages.search_aware import SearchAwareConfig
-from flows.stages.train_energy import EnergyStageConfig
-from flows.task_sweeps import TaskSweepConfig
+from flows.sections import SECTIONS as SECTION_CLASSES, section_class
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = load_params(ROOT / "params.yaml")
 
-SECTIONS: dict[str, type] = {
-    "base": BaseConfig, "fetch": FetchConfig, "prepare": PrepareConfig, "train": TaskSweepConfig,
-    "train_energy": EnergyStageConfig, "infnets": InfNetStageConfig, "approx": ApproxStudyConfig,
-    "report": ReportConfig, "bench": BenchConfig, "mlm_exact": MLMExactConfig, "cmlm": CMLMStageConfig,
-    "mcmc": MCMCStageConfig, "scaling": ScalingStageConfig, "search_aware": SearchAwareConfig,
-    "normalisation": NormalisationConfig, "headline": HeadlineConfig, "screen": ScreenConfig,
-}
+SECTIONS: dict[str, type] = {section: section_class(section) for section in SECTION_CLASSES}
 
 # Other stages read part of a section with a plain class, over that class's own defaults (not the
 # section config's): bench reads cmlm.model and cmlm.data, mcmc reads cmlm.data. A key there stays
@@ -68,7 +47,7 @@ KEPT = {
     "base.raw_dir", "base.prepared_dir",
     "train.models_dir", "train.plots_dir", "train_energy.models_dir", "train_energy.plots_dir",
     "infnets.energy_dir", "infnets.models_dir", "infnets.plots_dir", "approx.energy_dir", "approx.infnet_dir",
-    "report.approx_metrics", "report.approx_stats", "report.out_dir", "headline.out_dir", "screen.stats_dir",
+    "translator.models_dir", "distil.out_dir", "report.approx_metrics", "report.approx_stats", "report.out_dir", "headline.out_dir", "screen.stats_dir",
     "screen.report_path", "bench.report", "bench.oracle.task", "bench.oracle.energy",
     "bench.oracle.energy_dir", "bench.beam.task", "mlm_exact.cell.phoneme_dir",
     # task lists: dvc.yaml's foreach (one stage per task); the task catalogue prepare reads

@@ -2,6 +2,7 @@
 runs with, the folder-rooted paths, and the RUN.md each paper's run writes (flows/run_record.py)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -201,3 +202,17 @@ def test_run_record_lists_the_overlay_and_the_scales_overrides(merged):
     assert got["normalisation.seeds"].value == [0, 1, 2] and got["normalisation.seeds"].source == "scales/study.yaml"
     assert "translator.train.optim" in got              # the translator's section: normalisation reads it too
     assert not any(k.startswith("search_aware.") for k in got)   # a section no stage of the chain reads
+    # a key params.yaml does not set shows its section dataclass's default, not a placeholder
+    assert got["normalisation.seeds"].default == [0]
+    assert got["translator.train.optim"].default not in (CODE_DEFAULT, None)
+
+
+def test_code_default_reads_the_section_dataclass():
+    from flows.sections import SECTIONS, code_default, section_class
+    assert all(dataclasses.is_dataclass(section_class(s)) for s in SECTIONS)
+    assert code_default("normalisation.seeds") == [0]
+    assert code_default("scaling.ocr.sigmoid") == []          # the dataclass's (); params.yaml sets its own
+    with pytest.raises(KeyError):
+        code_default("scaling.no_such_key")
+    with pytest.raises(KeyError):
+        code_default("no_such_section.key")

@@ -23,7 +23,8 @@ class StageTime:
 class Setting:
     key: str                     # dotted params key
     value: Any                   # at this scale
-    default: Any                 # at the default scale; :data:`CODE_DEFAULT` when params.yaml does not set it
+    default: Any                 # at the default scale (params.yaml, else its section dataclass's default);
+                                 # :data:`CODE_DEFAULT` when neither holds the key
     source: str                  # the file that sets it at this scale
 
 
