@@ -141,8 +141,17 @@ def tune_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> 
                            resolve_device(base.device), base_seed=base.seed, on_epoch=on_epoch, on_batch=on_batch)
         return best["dev"], None
 
-    tuned = tune_in_trial(f"tune {kind}/{method}", cfg.tune.groups()[(kind, method)], cfg.tune.trials,
-                          seed_for(base.seed, "scaling", "tune", kind, method, "tpe"), train)
+    try:
+        tuned = tune_in_trial(f"tune {kind}/{method}", cfg.tune.groups()[(kind, method)], cfg.tune.trials,
+                              seed_for(base.seed, "scaling", "tune", kind, method, "tpe"), train)
+    except DidNotLearn as e:
+        # no setting tried on dev learned: a finding about the method on this task, not a crash; its
+        # grid runs become failed runs that name this (run), and the sweep's other work goes on
+        report_final({"best_dev_score": -1.0, "n_trials": float(cfg.tune.trials),
+                      "n_did_not_learn": float(cfg.tune.trials)},
+                     {"tuned.json": json.dumps({"run": run, "values": {}, "dev_score": None, "trials": [],
+                                                "did_not_learn": str(e)}, indent=1)})
+        return
     report_final({"best_dev_score": tuned.score, "n_trials": float(len(tuned.trials)),
                   "n_did_not_learn": float(sum("did_not_learn" in t for t in tuned.trials)),
                   **{f"tuned/{_method_key(k)}": float(v) for k, v in tuned.values.items()}},
@@ -201,12 +210,16 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     tune_minutes = (time.perf_counter() - t0) / 60.0
     params = with_values(params, {k: v for info in tuned.values() for k, v in info["values"].items()})
     cfg = load_config(params)
+    untrained = {key: info["did_not_learn"] for key, info in tuned.items() if info.get("did_not_learn")}
+    not_run = [r for r in grid if (r["kind"], r["procedure"]) in untrained]
+    grid = [r for r in grid if (r["kind"], r["procedure"]) not in untrained]
     with ctx.tracker.start_run("sweep/scaling", parent_run_id=ctx.run_id, tags={"stage": ctx.stage, "study": "shevchenko_osokin"}) as parent:
         ctx.tracker.log_params({"n_runs": len(grid), "tasks": ",".join(cfg.tasks), "seeds": str(list(cfg.seeds))})
         ctx.tracker.log_params({f"tuned.{kind}.{m}.{_method_key(k)}": v
                                 for (kind, m), info in tuned.items() for k, v in info["values"].items()})
         if tuned:
-            ctx.tracker.log_metrics({f"tuned_dev.{kind}.{m}": float(info["dev_score"]) for (kind, m), info in tuned.items()})
+            ctx.tracker.log_metrics({f"tuned_dev.{kind}.{m}": float(info["dev_score"]) for (kind, m), info in tuned.items()
+                                     if info["dev_score"] is not None})
         trainable = tune.with_parameters(scaling_trial, params=params, root=str(ctx.root))
         res = run_sweep(trainable, name="scaling", cfg=cfg.sweep, params=params,
                         seed=seed_for(ctx.base.seed, "scaling", "grid"),
@@ -214,7 +227,9 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                         tags={"stage": ctx.stage}, grid=grid,
                         # a run that did not learn, or diverged, is a finding ("Failed runs"); a crash is not
                         allow_errors=(DidNotLearn, FloatingPointError))
-        records, failed = [], []
+        records = []
+        failed = [{"run": r, "error": f"not run: tuning found no setting that learned (DidNotLearn): "
+                                      f"{untrained[(r['kind'], r['procedure'])]}"} for r in not_run]
         for tr in res.trials:
             rec = Path(tr["checkpoint"]) / "record.json" if tr["checkpoint"] else None
             if tr["error"] or rec is None or not rec.exists():
@@ -251,10 +266,11 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         summary = report.summary(records, verdicts)
         ctx.tracker.log_metrics(numeric(summary))
     return {"findings": kit.counts(verdicts), "verdicts": [v.record() for v in verdicts],
-            "runs": len(grid), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
+            "runs": len(grid) + len(not_run), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
             "tune_minutes": tune_minutes,
             "tuned": {f"{kind}/{m}": {"values": {_method_key(k): v for k, v in info["values"].items()},
-                                      "dev_score": info["dev_score"], "trials": len(info["trials"])}
+                                      "dev_score": info["dev_score"], "trials": len(info["trials"]),
+                                      **({"did_not_learn": info["did_not_learn"]} if info.get("did_not_learn") else {})}
                       for (kind, m), info in tuned.items()},
             "results": summary, "design": {"tasks": list(cfg.tasks), "seeds": list(cfg.seeds),
                                            "ocr_test_folds": list(cfg.ocr.test_folds)}}

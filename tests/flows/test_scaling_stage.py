@@ -160,3 +160,39 @@ def test_flow_is_thin():
     import re
     src = inspect.getsource(scaling)
     assert not re.search(r"for .* in .*batches", src) and "np.random" not in src and "OBJECTIVES[" not in src
+
+
+def test_a_method_no_tuned_setting_learned_is_a_finding_not_a_crash(tiny_root):
+    """Tuning that finds no setting which learns (every Optuna trial fails the did-not-learn guard)
+    does not fail the stage: the method's grid runs are failed runs naming the tuning, and its
+    claims are not testable with that reason, while the other runs go on."""
+    root, params = tiny_root
+    rng = np.random.default_rng(0)
+    run_stage("prepare", prepare.run, params, root)
+    _tiny_ocr(root / "data/prepared/ocr_letters/letters.parquet", rng)
+    _tiny_snakes(root / "data/prepared/snakes", rng)
+    one = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
+    sc = params["scaling"]
+    sc["sweep"] = {"resources": {"cpu": 1, "gpu": 0}}
+    sc["tasks"] = ["ocr", "snakes"]
+    for kind in ("ocr", "snakes"):
+        sc.setdefault(kind, {})["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
+    for phase in sc["snakes"]["procedure"].values():
+        phase["lr"] = 1e-12                  # snakes cannot move off its untrained model: it does not learn
+    sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[], sigmoid=[],
+                     runs={"marginal_ce": ["joint"]})
+    sc["snakes"]["model"] = {"embedding_dim": 2, "unary": {"depth": 1, "width": 4}, "pairwise": {"depth": 1, "width": 4}}
+    sc["snakes"]["runs"] = {"gcrf_ce": ["offline"]}
+    sc["tune"] = {"trials": 2, "space": {"scaling.snakes.methods.offline.alpha": {"type": "choice", "values": [0.5, 32.0]}}}
+    import ray
+    try:
+        m = run_stage("scaling", scaling.run, params, root)
+    finally:
+        ray.shutdown()
+    assert m["runs"] == 2 and m["n_failed"] == 1          # OCR's joint run learned (the guard's 5 points)
+    assert "none of the 2 settings tuned on dev learned" in m["tuned"]["snakes/offline"]["did_not_learn"]
+    assert m["tuned"]["snakes/offline"]["dev_score"] is None
+    readme = (root / "reports/shevchenko_osokin/README.md").read_text()
+    assert "not run: tuning found no setting that learned" in readme
+    testable = [v for v in m["verdicts"] if "snakes" in json.dumps(v) and v["verdict"] != "not_testable"]
+    assert not testable
