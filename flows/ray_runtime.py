@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from components import CPU_NUMERICS
 from components.config import ConfigError, ResourcesConfig
 from flows import progress
 
@@ -30,7 +31,10 @@ def init_ray(num_cpus: int | None = None) -> None:
     # per-epoch checkpoints of small models are cheap; the snapshot-frequency warning is noise here
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     address = os.environ.get("RAY_ADDRESS")
-    env = {"worker_process_setup_hook": "flows.ray_runtime.quiet_worker"}
+    # a cluster's workers were started by `ray start`, not by this process: they get the pinned CPU
+    # numerics (components.CPU_NUMERICS) from here, so their runs match a local run's exactly
+    env = {"worker_process_setup_hook": "flows.ray_runtime.quiet_worker",
+           "env_vars": {key: os.environ[key] for key in CPU_NUMERICS}}
     from flows.lifecycle import StageInterrupted, interrupted, reinstall_signal_handlers, signals_deferred
     # a signal while Ray starts is recorded, not raised (a start cut short leaves its agents running);
     # the stage stops right after, through its usual path (its Ray shut down, then exit 128 + signal)

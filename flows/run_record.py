@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from components import CPU_NUMERICS
 from components.config import (ConfigError, flatten, get_dotted, load_params, load_params_files, project_root,
                                resolve_device, resolve_scale, scale_overrides)
 from components.io import write_text
@@ -50,16 +51,29 @@ def _memory_gib() -> float | None:
     return None
 
 
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({platform.machine()})"
+    except OSError:
+        pass
+    return None
+
+
 def machine() -> dict[str, Any]:
     import torch
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    out: dict[str, Any] = {"CPU cores available": cores, "processor": platform.processor() or platform.machine()}
+    out: dict[str, Any] = {"CPU cores available": cores, "processor": _cpu_model() or platform.machine()}
     mem = _memory_gib()
     if mem is not None:
         out["memory"] = f"{mem} GiB"
     out["system"] = platform.platform()
     out["Python"] = platform.python_version()
     out["torch"] = f"{torch.__version__} ({torch.get_num_threads()} threads in this process)"
+    # which kernels the numbers came from (components.CPU_NUMERICS pins them; a user's setting wins)
+    out["CPU numerics"] = (f"torch kernels {torch.backends.cpu.get_cpu_capability()}, "
+                           + ", ".join(f"{key}={os.environ.get(key, 'unset')}" for key in CPU_NUMERICS))
     return out
 
 
