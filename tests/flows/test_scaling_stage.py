@@ -35,18 +35,27 @@ def _tiny_snakes(folder, rng):
         write_grids(folder / f"{part}.parquet", ex)
 
 
-def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
+ONE_EPOCH = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
+
+
+def _tiny_study(tiny_root, kinds):
+    """The tiny root with prepared data, tiny OCR and snakes written, and every phase of ``kinds``
+    trained for one epoch, one CPU a trial; -> (root, params, the scaling section)."""
     root, params = tiny_root
     rng = np.random.default_rng(0)
     run_stage("prepare", prepare.run, params, root)
     _tiny_ocr(root / "data/prepared/ocr_letters/letters.parquet", rng)
     _tiny_snakes(root / "data/prepared/snakes", rng)
-    one = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
     sc = params["scaling"]
     sc["sweep"] = {"resources": {"cpu": 1, "gpu": 0}}
+    for kind in kinds:
+        sc.setdefault(kind, {})["procedure"] = {k: dict(ONE_EPOCH) for k in ("unary", "pairwise", "finetune", "joint")}
+    return root, params, sc
+
+
+def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
+    root, params, sc = _tiny_study(tiny_root, ("ocr", "tagging", "snakes"))
     sc["guard"] = False                      # one-epoch runs on random data: the plumbing, not learning
-    for kind in ("ocr", "tagging", "snakes"):
-        sc.setdefault(kind, {})["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
     sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[0.5], sigmoid=[],
                      runs={"marginal_ce": ["stage", "online", "offline"]})
     sc["ocr"]["procedure"]["budget"] = 3
@@ -166,17 +175,8 @@ def test_a_method_no_tuned_setting_learned_is_a_finding_not_a_crash(tiny_root):
     """Tuning that finds no setting which learns (every Optuna trial fails the did-not-learn guard)
     does not fail the stage: the method's grid runs are failed runs naming the tuning, and its
     claims are not testable with that reason, while the other runs go on."""
-    root, params = tiny_root
-    rng = np.random.default_rng(0)
-    run_stage("prepare", prepare.run, params, root)
-    _tiny_ocr(root / "data/prepared/ocr_letters/letters.parquet", rng)
-    _tiny_snakes(root / "data/prepared/snakes", rng)
-    one = {"lr": 0.01, "epochs": 1, "patience": 3, "batch_size": 8, "min_delta": 0.001, "lr_patience": 1}
-    sc = params["scaling"]
-    sc["sweep"] = {"resources": {"cpu": 1, "gpu": 0}}
+    root, params, sc = _tiny_study(tiny_root, ("ocr", "snakes"))
     sc["tasks"] = ["ocr", "snakes"]
-    for kind in ("ocr", "snakes"):
-        sc.setdefault(kind, {})["procedure"] = {k: dict(one) for k in ("unary", "pairwise", "finetune", "joint")}
     for phase in sc["snakes"]["procedure"].values():
         phase["lr"] = 1e-12                  # snakes cannot move off its untrained model: it does not learn
     sc["ocr"].update(test_folds=[1], max_train_words=0, max_dev_words=0, fixed_alphas=[], sigmoid=[],
