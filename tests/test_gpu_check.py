@@ -103,7 +103,7 @@ def test_cpu_smoke_runs_every_section_without_ray_mlflow_dvc_optuna_or_pytest(sm
     m = S["mcmc"]
     assert [r["chains"] for r in m["chains"]] == [1, 4, 16]
     assert all(r["proposals_per_s"] > 0 and 0 <= r["acceptance"] <= 1 for r in m["chains"])
-    assert m["vs_naive"]["mh_ratio"] > 0 and m["vs_naive"]["law_gap"] < 1e-6
+    assert m["vs_naive"]["mh_ratio"] > 0 and m["vs_naive"]["law_gap"] <= m["vs_naive"]["law_tol"] < 1e-4
     for name in ("translator", "cmlm"):
         r = S["training"][name]
         assert r["updates"] == 3 and r["median_update_ms"] > 0 and r["epoch_train_s"] > 0, r

@@ -54,7 +54,7 @@ def mh_curve(model: Any, kind: str, totals: Sequence[int], *, max_sentences: int
     ``proposals`` (per sweep), ``fast_s``, ``fast_proposals_per_s``, ``matmul_s``,
     ``rows_per_proposal``, ``ceiling_proposals_per_s``, ``rounds``, ``converged``,
     ``load_avg_start``, and where the naive loop ran, ``naive_s``, ``naive_proposals_per_s`` and
-    ``law_gap``. ``seed``: the sources (``seed_for(seed, "sources", total)``) and chains."""
+    ``law_gap``, ``law_tol``. ``seed``: the sources (``seed_for(seed, "sources", total)``) and chains."""
     totals = check_sizes(totals, "totals")
     w, bias = _projection(model)
     energy = MLMEnergy(model, kind)
@@ -95,7 +95,7 @@ def mh_curve(model: Any, kind: str, totals: Sequence[int], *, max_sentences: int
             r = compare_mh(energy, batch, n_chains=chains, timing=timing, device=device,
                            seed=seed_for(seed, "naive", total))
             p.update(naive_s=r["naive_s"], naive_proposals_per_s=r["naive_proposals_per_s"], law_gap=r["law_gap"],
-                     naive_ratio=r["mh_ratio"])
+                     law_tol=r["law_tol"], naive_ratio=r["mh_ratio"])
         out.append(p)
     return out
 

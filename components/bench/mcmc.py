@@ -204,7 +204,8 @@ def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), 
     ``fast_proposals_per_s``, ``naive_passes_per_proposal``/``fast_passes_per_proposal``
     (conditionals calls per proposal), ``naive_rows_per_proposal``/``fast_rows_per_proposal``
     (sequences through the network per proposal; one per call for the naive side), ``proposals``
-    (per run), ``chains``, ``instances``, ``tokens``, ``mean_length``, ``law_gap``, ``rounds``,
+    (per run), ``chains``, ``instances``, ``tokens``, ``mean_length``, ``law_gap`` (max gap in log q and log a, naive vs batched) and
+    ``law_tol`` (1e-6 x max(1, max |energy|): the float32 rounding allowed it; a larger gap raises), ``rounds``,
     ``converged``, ``load_avg_start``, ``fast_calls``."""
     if cfg.block_size != 1 or cfg.block_size_final not in (None, 1):
         raise ValueError("compare_mh: the naive Algorithm 4 is single-site; block_size must be 1, "
@@ -229,7 +230,9 @@ def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), 
         allowed_ids = energy.allowed.nonzero()[:, 0]
         tokens = allowed_ids[torch.randint(0, len(allowed_ids), (R,), generator=g).to(allowed_ids.device)]
         gap = acceptance_gap(energy, batch, y_rows, positions, tokens, cfg, mask=m)
-        if gap > 1e-6 * max(1.0, float(state0.energy.abs().max())):
+        # float32 log-probabilities and energies: their rounding grows with the energies' size
+        law_tol = 1e-6 * max(1.0, float(state0.energy.abs().max()))
+        if gap > law_tol:
             raise RuntimeError(f"compare_mh: naive and batched MH disagree on acceptance (gap {gap:.3g})")
 
         sweeps_seed = seed_for(seed, "sweeps")
@@ -260,7 +263,7 @@ def compare_mh(energy: MLMEnergy, batch: Any, cfg: MHMLMConfig = MHMLMConfig(), 
                fast_passes_per_proposal=fast_calls / proposals,
                naive_rows_per_proposal=ref.forward_passes / proposals, fast_rows_per_proposal=fast_rows / proposals,
                proposals=float(proposals), chains=float(n_chains), instances=float(B),
-               tokens=float(lengths.sum()), mean_length=float(lengths.double().mean()), law_gap=gap,
+               tokens=float(lengths.sum()), mean_length=float(lengths.double().mean()), law_gap=gap, law_tol=law_tol,
                rounds=float(res["rounds"]), converged=res["converged"], load_avg_start=res["load_avg_start"],
                fast_calls=float(res["sides"]["fast"]["calls"]))
     return out

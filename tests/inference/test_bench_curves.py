@@ -90,7 +90,7 @@ def test_mh_curve_tiny():
         assert p["fast_proposals_per_s"] == pytest.approx(p["proposals"] / p["fast_s"])
         assert p["ceiling_proposals_per_s"] == pytest.approx(p["total"] / (p["rows_per_proposal"] * p["matmul_s"]))
         assert p["rows_per_proposal"] > 0
-    assert all("naive_proposals_per_s" in p and p["law_gap"] < 1e-6 for p in pts[:2])
+    assert all("naive_proposals_per_s" in p and p["law_gap"] <= p["law_tol"] < 1e-4 for p in pts[:2])
     assert "naive_proposals_per_s" not in pts[2]
 
 
