@@ -27,7 +27,8 @@ def _has_avx2() -> bool:
 pytestmark = pytest.mark.skipif(not _has_avx2(), reason="the pin is to AVX2: needs an x86-64 CPU with AVX2")
 
 PROBE = ("import components, torch, os, json; torch.ones(64).sum(); "
-         "print(json.dumps([torch.backends.cpu.get_cpu_capability()] + [os.environ.get(k) for k in components.CPU_NUMERICS]))")
+         "print(json.dumps([torch.backends.cpu.get_cpu_capability()]"
+         " + [os.environ.get(k) for k in components.CPU_NUMERICS]))")
 
 
 def _probe(**env: str) -> list[str]:
