@@ -1,4 +1,5 @@
 """Atomic file output: write to a temporary file in the target folder, then ``os.replace``.
+``npz_bytes``: arrays as ``.npz`` bytes that depend on the arrays only (no time of writing).
 
 An interrupted stage never leaves a half-written artifact behind. A failed write (a full disk,
 ENOSPC; a read-only folder) is re-raised as an ``OSError`` of the same errno whose message names
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 
 def _write_error(e: OSError, path: Path, tmp: Path | None) -> OSError:
@@ -54,6 +57,32 @@ def write_json(path: str | Path, data: Any) -> None:
 def write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+# the earliest time a zip member can carry (MS-DOS dates start in 1980)
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def npz_bytes(arrays: Mapping[str, Any], *, compressed: bool = True) -> bytes:
+    """The bytes of an ``.npz`` holding ``arrays`` (``np.load`` reads it as ``np.savez`` wrote it),
+    the same bytes for the same arrays on any CPython 3.11. ``np.savez`` forces the zip64 format on
+    every member, whose local headers CPython 3.11.2 and 3.11.7 write differently, so the same
+    statistics made different files on two installs: a new DVC hash, a changed ``dvc.lock``, the
+    stages downstream re-run for nothing. Here every member has one fixed date and uses zip64 only
+    when it needs it (2 GiB and more). Object arrays are refused (no pickles)."""
+    import numpy as np
+
+    method = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=method, allowZip64=True) as zf:
+        for name, value in arrays.items():
+            a = np.asanyarray(value)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_EPOCH)
+            info.compress_type = method
+            # the .npy header is at most a few KiB; deflate never grows a member by more than ~0.1 %
+            with zf.open(info, "w", force_zip64=a.nbytes * 1.01 + 65_536 >= zipfile.ZIP64_LIMIT) as f:
+                np.lib.format.write_array(f, a, allow_pickle=False)
+    return buf.getvalue()
 
 
 @contextlib.contextmanager

@@ -19,14 +19,13 @@ of the interval is tested on synthetic paired data with a known difference
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from components.io import atomic_path
+from components.io import atomic_path, npz_bytes
 from components.metrics.correlation import rankdata
 
 Score = Callable[[np.ndarray], np.ndarray]     # [..., d] summed statistics -> [...] scores
@@ -130,10 +129,9 @@ def save_stats(path, systems: dict[str, np.ndarray], columns: tuple[str, ...] | 
             raise ValueError(f"save_stats {path}: system {name!r} has {a.shape[-2]} sentences, others {n}")
         n = a.shape[-2]
         arrays[f"system:{name}"] = a
-    buf = io.BytesIO()
-    np.savez_compressed(buf, __columns__=np.array(cols), **arrays)
+    data = npz_bytes({"__columns__": np.array(cols), **arrays})
     with atomic_path(path) as tmp:
-        tmp.write_bytes(buf.getvalue())
+        tmp.write_bytes(data)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ stage, which reads these.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import math
 import statistics
@@ -46,6 +45,7 @@ import numpy as np
 import torch
 
 from components.config import BaseConfig, ConfigError, ResourcesConfig, check_range, load_section
+from components.io import npz_bytes
 from components.metrics.significance import save_stats
 from components.seeds import seed_for
 from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
@@ -160,10 +160,8 @@ def exact_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) ->
         out = run_cell(run["source"], run["train_size"], run["objective"], seed, cell, generator_seed=generator_seed)
         nll = float(out["nll"])
     arrays = _pop_arrays(out)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
     record = {"run": run, "result": out}
-    report_final({"nll": nll}, {"record.json": json.dumps(record, indent=1), "per_sequence.npz": buf.getvalue()})
+    report_final({"nll": nll}, {"record.json": json.dumps(record, indent=1), "per_sequence.npz": npz_bytes(arrays)})
 
 
 def _pop_arrays(out: dict[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from components.data.translation import load_translation_task
 from components.inference.evaluate_decoding import evaluate_decoding
 from components.inference.evaluate_translation import evaluate_translation
 from components.inference.registry import INFERENCE
-from components.io import write_json
+from components.io import npz_bytes, write_json
 from components.metrics.bleu import bleu_by_source_length, corpus_bleu
 from components.metrics.significance import BLEU_COLUMNS, save_stats
 from components.metrics.tagging import stats_columns
@@ -452,10 +452,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
 
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     """Arrays as the bytes of an ``.npz`` (a trial's per-sentence statistics, in its checkpoint)."""
-    import io
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()
+    return npz_bytes(arrays)
 
 
 def _trial_stats(run: dict[str, Any]) -> dict[str, np.ndarray]:

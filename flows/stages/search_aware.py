@@ -45,7 +45,7 @@ from components.config import (BaseConfig, ConfigError, ResourcesConfig, check_r
 from components.data.tasks import load_tagging_task
 from components.inference.evaluate_decoding import evaluate_decoding
 from components.inference.registry import INFERENCE
-from components.io import write_json
+from components.io import npz_bytes, write_json
 from components.metrics.run_facts import results_only
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
@@ -249,8 +249,6 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                     res, inst = res
                     test_stats[d] = inst["stats"]
                 scores[split][d] = res["score"]
-    buf = io.BytesIO()
-    np.savez(buf, **test_stats)
     # an annealed run whose alpha never left its start in any epoch has no annealed model (fit's
     # ``selectable``): its best score is -inf and it keeps its last weights
     selectable = math.isfinite(best.score)
@@ -265,7 +263,7 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                   "tuning_seconds": best.seconds,
                   **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}},
                  {"model.pt": tensor_bytes(best.kept["weights"]),
-                  "model.json": json.dumps(meta, indent=2, default=str), STATS_FILE: buf.getvalue()})
+                  "model.json": json.dumps(meta, indent=2, default=str), STATS_FILE: npz_bytes(test_stats, compressed=False)})
 
 
 # -- the stage ---------------------------------------------------------------------------------------

@@ -253,3 +253,59 @@ def test_train_and_train_energy_twice_give_byte_identical_outputs(tiny_root):
         assert json.loads((root / f"metrics/timings/{stage}.json").read_text())["stage_seconds"] > 0
     energy_timings = json.loads((root / "metrics/timings/train_energy.json").read_text())
     assert energy_timings["pos-blstm_crf"]["test_decode_tokens_per_s"] > 0
+
+
+# -- .npz outputs ----------------------------------------------------------------------------------
+
+def _local_header_versions(data: bytes) -> list[int]:
+    """The "version needed to extract" of each member's local header (45: zip64, 20: plain)."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return [struct.unpack_from("<H", data, info.header_offset + 4)[0] for info in zf.infolist()]
+
+
+def test_npz_bytes_depend_on_the_arrays_only(monkeypatch):
+    """``np.savez`` writes every member as zip64, whose local header CPython 3.11.2 and 3.11.7 fill
+    differently (the same statistics, two files); ``components.io.npz_bytes`` writes plain members
+    with a fixed date: the same bytes at any time, and ``np.load`` reads them back."""
+    import time
+
+    from components.io import npz_bytes
+
+    arrays = {"system:greedy": np.arange(12, dtype=np.float64).reshape(3, 4), "__columns__": np.array(["a", "b"]),
+              "ids": np.array([3, 1, 2], dtype=np.int32)}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    assert set(_local_header_versions(buf.getvalue())) == {45}      # numpy's: zip64, interpreter-dependent
+
+    def at(t, compressed):
+        monkeypatch.setattr(time, "time", lambda: t)
+        return npz_bytes(arrays, compressed=compressed)
+
+    for compressed in (True, False):
+        first = at(1.7e9, compressed)
+        assert first == at(1.7e9 + 86_400, compressed)
+        assert set(_local_header_versions(first)) == {20}
+        with np.load(io.BytesIO(first), allow_pickle=False) as z:
+            assert list(z.files) == list(arrays)
+            for name, a in arrays.items():
+                assert z[name].dtype == a.dtype and np.array_equal(z[name], a)
+    assert len(at(0.0, True)) < len(at(0.0, False))
+    with pytest.raises(ValueError, match="pickle"):
+        npz_bytes({"objects": np.array([{"a": 1}], dtype=object)})
+
+
+def test_save_stats_writes_the_same_bytes_twice(tmp_path, monkeypatch):
+    import time
+
+    from components.metrics.significance import load_stats, save_stats
+
+    stats = {"beam": np.ones((4, 2)), "greedy": np.zeros((3, 4, 2))}
+    monkeypatch.setattr(time, "time", lambda: 1.7e9)
+    save_stats(tmp_path / "a.npz", stats, ("correct", "tokens"))
+    monkeypatch.setattr(time, "time", lambda: 1.7e9 + 3_600)
+    save_stats(tmp_path / "b.npz", stats, ("correct", "tokens"))
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+    assert load_stats(tmp_path / "b.npz").columns == ("correct", "tokens")
