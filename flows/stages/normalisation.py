@@ -442,17 +442,12 @@ def trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> None:
                                      "model.json": json.dumps(meta, indent=2, default=str)}
     if any(outputs.values()):
         files["decoded.json"] = json.dumps(outputs, ensure_ascii=False)
-    files["stats.npz"] = _npz_bytes(stats)
+    files["stats.npz"] = npz_bytes(stats)
     report_final({"best_dev_score": best.score, "best_epoch": float(state.best_epoch),
                   "epochs_run": float(state.epoch),
                   "seconds_per_epoch": float(np.mean(state.seconds)) if state.seconds else 0.0,
                   "tuning_seconds": best.seconds, **{f"logz_{k_}": v for k_, v in log_z.items()},
                   **{f"{split}_{d}": sc for split in scores for d, sc in scores[split].items()}}, files)
-
-
-def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    """Arrays as the bytes of an ``.npz`` (a trial's per-sentence statistics, in its checkpoint)."""
-    return npz_bytes(arrays)
 
 
 def _trial_stats(run: dict[str, Any]) -> dict[str, np.ndarray]:
