@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from components.models.translator import TranslatorConfig, build_translator
 from components.recipes import recipe
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn
+from components.training.loop import FitState
 from components.training.translator import train_translator
 from flows.ray_runtime import copy_checkpoint, epoch_bar, report_final, tensor_bytes
 from flows.search_space import check_metric, check_sweep_space, with_values
@@ -82,7 +84,8 @@ def translator_recipe(task: TranslationTask, model_cfg: TranslatorConfig) -> dic
 
 def translator_trial(config: dict[str, Any], *, params: dict[str, Any], root: str, vocab: str) -> None:
     """Ray Tune function trainable: one translator with the trial's settings; reports dev BLEU per
-    epoch; its model in the final checkpoint; fails if it did not learn (dev BLEU under the bar)."""
+    epoch with the training state as a checkpoint (a resumed trial continues from it); its model in
+    the final checkpoint; fails if it did not learn (dev BLEU under the bar)."""
     from ray import tune
     p = with_values(params, config)
     base = load_section(BaseConfig, "base", p)
@@ -92,15 +95,24 @@ def translator_trial(config: dict[str, Any], *, params: dict[str, Any], root: st
     task = load_task(Path(root), base, cfg, Path(vocab))
     model = build_translator(cfg.model, len(task.src_vocab), len(task.tgt_vocab), eos=task.tgt_vocab.eos,
                              pad=task.tgt_vocab.pad, seed=seed_for(base.seed, "translator", "model")).to(device)
-    best = {"bleu": float("-inf")}
+    resume = None
+    ckpt = tune.get_checkpoint()          # an interrupted trial (stopped stage, lost worker): its last epoch
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            resume = FitState.from_dict(torch.load(Path(d) / "state.pt", weights_only=True))
 
-    def on_epoch(state, rec: dict[str, float]) -> None:
-        best["bleu"] = max(best["bleu"], rec["dev_score"])
-        tune.report({k: float(v) for k, v in rec.items()} | {"best_dev_bleu": best["bleu"]})
+    def on_epoch(state: FitState, rec: dict[str, float]) -> None:
+        # every epoch's state in the trial's checkpoint, so a re-run of a stopped stage continues from
+        # its last finished epoch (the run is the same: fit restores the weights, the optimiser and
+        # every generator) instead of starting the hours of a study translator again
+        with tempfile.TemporaryDirectory() as d:
+            torch.save(state.to_dict(), Path(d) / "state.pt")
+            tune.report({k: float(v) for k, v in rec.items()} | {"best_dev_bleu": max(float(h["dev_score"]) for h in state.history)},
+                        checkpoint=tune.Checkpoint.from_directory(d))
 
     result = train_translator(model, task.train, task.dev, task.tgt_vocab, cfg.train,
-                              seed=seed_for(base.seed, "translator", "train"), device=device, on_epoch=on_epoch,
-                              on_batch=epoch_bar("translator"))
+                              seed=seed_for(base.seed, "translator", "train"), device=device, state=resume,
+                              on_epoch=on_epoch, on_batch=epoch_bar("translator"))
     if result.best_bleu < cfg.min_bleu:
         raise DidNotLearn(f"translator: did not learn: best dev BLEU (greedy) {result.best_bleu:.2f} after "
                           f"{result.state.epoch} epochs is under translator.min_bleu = {cfg.min_bleu:g}")

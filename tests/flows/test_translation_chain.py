@@ -143,3 +143,70 @@ def test_translator_tuning_is_an_optuna_study_kept_in_the_project_storage(tiny_r
     done = [t for t in optuna.load_study(study_name=studies[0].study_name, storage=study_storage_url(root)).trials
             if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(done) == 2 and max(t.value for t in done) == pytest.approx(max(c["dev_bleu"] for c in m["curve"]))
+
+
+def _kill_the_trial_after(root, epochs: int, seen: dict) -> None:
+    """Watch the translator trial's ``result.json``: once it holds ``epochs`` epochs, kill the trial's
+    worker process (a lost worker, as a preempted node or an OOM kill leaves it), once; keep the
+    file's lines seen last in ``seen["lines"]`` (the stage removes its Ray folder when it succeeds)."""
+    import psutil
+    import time
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not seen.get("stop"):
+        files = list((root / ".ray_results").glob("translator/*/*/result.json"))
+        if files:
+            try:
+                lines = [json.loads(x) for x in files[0].read_text().splitlines() if x.strip()]
+            except (OSError, ValueError):        # mid-write, or removed
+                lines = seen.get("lines", [])
+            seen["lines"] = lines
+            if not seen.get("killed") and sum("epoch" in x for x in lines) >= epochs:
+                workers = [c for c in psutil.Process().children(recursive=True)
+                           if c.name().startswith("ray::ImplicitFunc")]
+                if workers:
+                    workers[0].kill()
+                    seen["killed"] = True
+        time.sleep(0.01)
+
+
+def test_a_lost_translator_trial_resumes_from_its_last_epoch_and_ends_as_an_uninterrupted_one(tiny_root, one_thread,
+                                                                                              tmp_path_factory):
+    """The study translator trains for an hour or more: its trial checkpoints every epoch, so Tune's
+    retry of a lost worker (and the re-run of a stopped stage, which restores the sweep) continues
+    from the last finished epoch rather than from the start, and ends with the uninterrupted run's
+    model and metrics. Without the per-epoch state the retry would report epoch 1 again."""
+    import hashlib
+    import shutil
+    import threading
+    root, params = tiny_root
+    params = tiny_translator(params)
+    params["translator"]["train"]["optim"].update(epochs=40, patience=40)
+    params["translator"]["sweep"].update(max_failures=1)
+    _parallel(root)
+    clean = tmp_path_factory.mktemp("clean") / "p"
+    shutil.copytree(root, clean, ignore=shutil.ignore_patterns("mlflow.db", ".ray_results"))
+
+    def untimed(x):
+        if isinstance(x, dict):
+            return {k: untimed(v) for k, v in x.items() if "seconds" not in k and "minutes" not in k}
+        return [untimed(v) for v in x] if isinstance(x, list) else x
+
+    def outputs(r, m):
+        folder = r / "models/translator"
+        files = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest()
+                 for n in ("model.pt", "decoded.json", "decoding.json")}
+        return untimed(m), files, untimed(json.loads((folder / "model.json").read_text()))
+
+    seen: dict = {}
+    watcher = threading.Thread(target=_kill_the_trial_after, args=(root, 5, seen), daemon=True)
+    watcher.start()
+    try:
+        m = _run("translator", translator.run, params, root)
+    finally:
+        seen["stop"] = True
+        watcher.join()
+    assert seen.get("killed"), "the trial finished before its worker could be killed"
+    epochs = [int(x["epoch"]) for x in seen["lines"] if "epoch" in x]
+    assert epochs == list(range(1, 41)), epochs       # each epoch once: continued, never started again
+    ref = _run("translator", translator.run, params, clean)
+    assert outputs(root, m) == outputs(clean, ref)
