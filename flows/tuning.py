@@ -16,6 +16,7 @@ is where settings that do not learn are discarded, and the model kept has passed
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -31,6 +32,7 @@ from flows.stages.common import StageContext
 from flows.sweeps import SweepConfig, run_sweep
 
 EPOCH_KEYS = ("epoch", "dev_score", "train_loss")     # what an epoch record may carry to Ray Tune
+MAX_REDRAWS = 50            # repeated suggestions in a row before the next untried setting is enqueued
 
 Report = Callable[[dict[str, Any]], None]              # report(epoch record with epoch, dev_score[, train_loss])
 OnBatch = Callable[[int, int, float], None]
@@ -47,20 +49,75 @@ class Tuned:
     seconds: float = 0.0                # the whole study's wall time
 
 
+def space_size(space: dict[str, dict[str, Any]]) -> int | None:
+    """How many distinct settings ``space`` holds (1 when empty), or None when it is continuous."""
+    n = 1
+    for spec in space.values():
+        if spec["type"] == "choice":
+            n *= len({json.dumps(v, sort_keys=True, default=str) for v in spec["values"]})
+        elif spec["type"] == "randint":
+            n *= max(0, int(spec["high"]) - int(spec["low"]))
+        else:
+            return None
+    return n
+
+
+def distinct_trials(space: dict[str, dict[str, Any]], trials: int) -> int:
+    """How many trainings :func:`tune_in_trial` runs: ``trials`` distinct settings, or every setting
+    of a finite space that holds fewer; one when the space is empty."""
+    size = space_size(space) if space else 1
+    return min(trials, size) if size is not None else trials
+
+
+def _settings(space: dict[str, dict[str, Any]]):
+    """Every setting of a finite ``space``, in its key and value order."""
+    import itertools
+    axes = [[(k, v) for v in (spec["values"] if spec["type"] == "choice"
+                              else range(int(spec["low"]), int(spec["high"])))] for k, spec in space.items()]
+    for combo in itertools.product(*axes):
+        yield dict(combo)
+
+
 def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, seed: int, train: Train) -> Tuned:
-    """Inside a Ray trial: ``trials`` trainings (one if ``space`` is empty) suggested by a
-    ``TPESampler(seed=seed)``; ``train(values, report, on_batch) -> (dev score, kept)``."""
+    """Inside a Ray trial: ``trials`` trainings (one if ``space`` is empty) of distinct settings
+    suggested by a ``TPESampler(seed=seed)``; ``train(values, report, on_batch) -> (dev score, kept)``.
+
+    Distinct: a suggestion equal to a setting already trained is told the earlier outcome and
+    drawn again (Optuna's samplers draw with replacement, and its first draws are random: two
+    trials over three learning rates were the same training about a third of the time, so the
+    study tuned nothing). A finite space with fewer settings than ``trials`` is tried in full
+    (:func:`distinct_trials`); after ``MAX_REDRAWS`` repeats in a row the next untried setting in
+    the space's order is enqueued."""
     import optuna
     from ray import tune
 
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
-    n = trials if space else 1
+    n = distinct_trials(space, trials)
+    if n < trials and space:
+        logging.getLogger(__name__).info("%s: the space holds %d settings: %d trainings, not %d", label, n, n, trials)
     best: Tuned | None = None
     history: list[dict[str, Any]] = []
+    tried: dict[str, float | None] = {}          # setting -> its dev score (None: did not learn)
     t0 = time.perf_counter()
     for i in range(n):
-        ot = study.ask()
-        values = suggest(ot, space)
+        redraws = 0
+        while True:
+            ot = study.ask()
+            values = suggest(ot, space)
+            key = json.dumps(values, sort_keys=True, default=str)
+            if key not in tried:
+                break
+            if tried[key] is None:
+                study.tell(ot, state=optuna.trial.TrialState.FAIL)
+            else:
+                study.tell(ot, tried[key])
+            redraws += 1
+            if redraws >= MAX_REDRAWS:
+                if space_size(space) is None:      # a continuous draw repeated 50 times: not a sampler
+                    raise RuntimeError(f"{label}: the sampler suggested settings already trained "
+                                       f"{redraws} times in a row (space {space})")
+                study.enqueue_trial(next(s for s in _settings(space)
+                                         if json.dumps(s, sort_keys=True, default=str) not in tried))
         before = best.score if best is not None else -math.inf
         seen = {"dev": -math.inf}
 
@@ -75,10 +132,12 @@ def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, see
             if n == 1:
                 raise
             study.tell(ot, state=optuna.trial.TrialState.FAIL)
+            tried[key] = None
             history.append({"values": values, "dev_score": None, "did_not_learn": str(e)})
             logging.getLogger(__name__).warning("%s: setting %d/%d %s discarded: %s", label, i + 1, n, values, e)
             continue
         study.tell(ot, score)
+        tried[key] = score
         history.append({"values": values, "dev_score": score})
         if best is None or score > best.score:
             best = Tuned(score=score, values=values, kept=kept)

@@ -52,7 +52,7 @@ from flows.ray_runtime import epoch_bar, report_final
 from flows.search_space import check_sweep_space, with_values
 from flows.stages.common import StageContext, main, numeric
 from flows.sweeps import SweepConfig, run_sweep
-from flows.tuning import run_grid, tune_in_trial
+from flows.tuning import distinct_trials, run_grid, tune_in_trial
 
 TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose settings S&O tune on validation
 STATS_DIR = "metrics/stats/scaling"      # per-item statistics: <task>.npz (test), <task>_train.npz, <task>_log_ratio.npz
@@ -147,8 +147,8 @@ def tune_trial(config: dict[str, Any], *, params: dict[str, Any], root: str) -> 
     except DidNotLearn as e:
         # no setting tried on dev learned: a finding about the method on this task, not a crash; its
         # grid runs become failed runs that name this (run), and the sweep's other work goes on
-        report_final({"best_dev_score": -1.0, "n_trials": float(cfg.tune.trials),
-                      "n_did_not_learn": float(cfg.tune.trials)},
+        n = distinct_trials(cfg.tune.groups()[(kind, method)], cfg.tune.trials)
+        report_final({"best_dev_score": -1.0, "n_trials": float(n), "n_did_not_learn": float(n)},
                      {"tuned.json": json.dumps({"run": run, "values": {}, "dev_score": None, "trials": [],
                                                 "did_not_learn": str(e)}, indent=1)})
         return
