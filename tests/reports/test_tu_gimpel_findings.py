@@ -104,6 +104,19 @@ def test_every_claim_reproduced_on_paper_like_statistics():
     assert len(rec["verdicts"]) == 21 and {"claim", "scope", "verdict"} <= set(rec["verdicts"][0])
 
 
+def test_both_greek_morphology_tasks_stand_for_ccg():
+    """greek_morph_k400 (the study's CCG stand-in: the 400 most frequent tags, as the paper cut CCG) and
+    greek_morph are judged against the paper's CCG: the L = 400 speed claim replaces the small-L one,
+    and no CCG not-testable verdict is added."""
+    m, d = _data("pos")
+    for task in ("greek_morph_k400", "greek_morph"):
+        verdicts = findings({task: m}, {task: d}, ARCH)
+        ids = [v.claim.id for v in verdicts]
+        assert ids.count("T3.ccg_viterbi_4-5x_slower") == 1 and "T3.viterbi>seq2seq_small_L" not in ids, task
+        ccg = next(v for v in verdicts if v.claim.id == "T3.ccg_viterbi_4-5x_slower")
+        assert ccg.verdict != kit.NOT_TESTABLE and ccg.scope.startswith(task), task
+
+
 @pytest.mark.parametrize("task, claim, levels, also", [
     ("pos", "T1.infnet>local", {f"{E1}.blstm.infnet": .60}, ()),                    # one architecture loses
     ("pos", "T1.seq2seq>blstm", {f"{E1}.blstm.infnet": .85}, ()),
