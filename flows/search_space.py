@@ -70,6 +70,9 @@ def space_values(spec: Any, where: str, types: tuple[str, ...] = SPACE_TYPES) ->
     if kind == "choice":
         if not spec.get("values"):
             raise ConfigError(f"{where}: choice needs a non-empty 'values'")
+        keys = [setting_key(v) for v in spec["values"]]
+        if len(set(keys)) < len(keys):      # a search of the space would train a value twice
+            raise ConfigError(f"{where}: choice lists a value twice: {spec['values']}")
         return list(spec["values"])
     cast = int if kind == "randint" else float
     try:
@@ -215,7 +218,8 @@ def first_suggestion(cfg: SweepConfig, params: dict[str, Any], seed: int) -> dic
     That trial gets the first suggestion of a fresh ``OptunaSearch(seed=seed)`` (a seeded
     ``TPESampler``, as :func:`sweep_sampler` leaves it for one trial; its first draw is a seeded
     random one) over ``build_space(cfg.space)``; the same searcher is asked here, in the driver, so
-    that many such one-trial sweeps can run as one grid with the values they had. An empty space gives ``{}`` (no searcher, as in ``run_sweep``).
+    that many such one-trial sweeps can run as one grid with the values they had. An empty space
+    gives ``{}`` (no searcher, as in ``run_sweep``).
     """
     import optuna
     from ray.tune.search.optuna import OptunaSearch

@@ -125,3 +125,13 @@ def test_the_distinct_sampler_is_deterministic_for_a_seed_and_survives_pickling(
     assert len({tuple(a) for a in runs.values()}) > 1                      # the seed steers the order
     restored = pickle.loads(pickle.dumps(sweep_sampler(GRID, 3, 5)))      # Ray pickles the searcher
     assert type(restored) is DistinctSampler and _ask_tell(restored, GRID, order)[0] == runs[5]
+
+
+def test_a_choice_that_lists_a_value_twice_is_an_error():
+    """A space whose choice repeats a value would train that value twice (the distinct sampler draws
+    positions): rejected before any work, naming the key."""
+    from components.config import ConfigError
+    from flows.search_space import space_values
+    assert space_values({"type": "choice", "values": [0.1, 0.01]}, "s.lr") == [0.1, 0.01]
+    with pytest.raises(ConfigError, match=r"s\.lr: choice lists a value twice"):
+        space_values({"type": "choice", "values": [0.1, 0.1, 0.01]}, "s.lr")
