@@ -8,11 +8,26 @@ or ``{type: loguniform | uniform | randint, low, high}`` (:data:`SPACE_TYPES`; a
 can give a key against the stage's strict config; :func:`build_space` turns a space into Ray Tune
 distributions, and :func:`first_suggestion` draws, in the driver, the first suggestion a seeded
 searcher makes over them.
+
+A space of ``choice`` and ``randint`` entries alone is finite (:func:`space_size` settings,
+:func:`finite_settings`; a setting is told apart by :func:`setting_key`): a search of it trains
+distinct settings, and a space smaller than the trials asked is tried in full
+(:func:`distinct_trials`). Optuna's samplers draw with replacement, and TPE's first
+``TPE_STARTUP_TRIALS`` draws are random ones, so a Ray-level sweep of such a space with
+``1 < num_samples <= TPE_STARTUP_TRIALS``, or one that tries every setting, draws without
+replacement instead (:func:`sweep_sampler`: a seeded :class:`DistinctSampler`);
+``flows.tuning.tune_in_trial`` redraws a repeated suggestion in its own Optuna loop.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+import itertools
+import json
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from optuna.exceptions import ExperimentalWarning
+from optuna.samplers import BruteForceSampler
 
 from components.config import ConfigError, get_dotted, set_dotted
 
@@ -20,6 +35,7 @@ if TYPE_CHECKING:                    # annotations only: flows.sweeps imports th
     from flows.sweeps import SweepConfig
 
 SPACE_TYPES = ("choice", "loguniform", "uniform", "randint")
+TPE_STARTUP_TRIALS = 10     # optuna.samplers.TPESampler's n_startup_trials: its first 10 draws are random
 
 
 def build_space(space: dict[str, dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +70,9 @@ def space_values(spec: Any, where: str, types: tuple[str, ...] = SPACE_TYPES) ->
     if kind == "choice":
         if not spec.get("values"):
             raise ConfigError(f"{where}: choice needs a non-empty 'values'")
+        keys = [setting_key(v) for v in spec["values"]]
+        if len(set(keys)) < len(keys):      # a search of the space would train a value twice
+            raise ConfigError(f"{where}: choice lists a value twice: {spec['values']}")
         return list(spec["values"])
     cast = int if kind == "randint" else float
     try:
@@ -119,6 +138,66 @@ def suggest(trial: Any, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def setting_key(values: Any) -> str:
+    """A setting (dotted key -> value), or one value, as text: two are the same when their keys are."""
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def space_size(space: dict[str, dict[str, Any]]) -> int | None:
+    """How many distinct settings ``space`` holds (1 when empty), or None when it is continuous."""
+    n = 1
+    for spec in space.values():
+        if spec["type"] == "choice":
+            n *= len({setting_key(v) for v in spec["values"]})
+        elif spec["type"] == "randint":
+            n *= max(0, int(spec["high"]) - int(spec["low"]))
+        else:
+            return None
+    return n
+
+
+def distinct_trials(space: dict[str, dict[str, Any]], trials: int) -> int:
+    """How many distinct settings a search of ``space`` asked for ``trials`` trains: ``trials``, or
+    every setting of a finite space that holds fewer; one when the space is empty."""
+    size = space_size(space) if space else 1
+    return min(trials, size) if size is not None else trials
+
+
+def finite_settings(space: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every setting of a finite ``space``, in its key and value order."""
+    axes = [[(k, v) for v in (spec["values"] if spec["type"] == "choice"
+                              else range(int(spec["low"]), int(spec["high"])))] for k, spec in space.items()]
+    for combo in itertools.product(*axes):
+        yield dict(combo)
+
+
+class DistinctSampler(BruteForceSampler):
+    """Optuna's ``BruteForceSampler``: each suggestion a setting no trial of the study has, finished or
+    RUNNING (so concurrent asks get distinct settings), in a seeded random order — without its
+    ``study.stop()`` once the space is exhausted, which raises outside ``Study.optimize`` (Ray's
+    ``OptunaSearch`` asks and tells). A study asked for more trials than the space holds gets
+    repeats; :func:`distinct_trials` asks for no more. Defined here, at module level: Ray pickles
+    the searcher and its sampler."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        pass
+
+
+def sweep_sampler(space: dict[str, dict[str, Any]], num_samples: int, seed: int) -> DistinctSampler | None:
+    """The Optuna sampler of a Ray-level sweep of ``num_samples`` trials over ``space``: a
+    :class:`DistinctSampler` seeded with ``seed`` when the space is finite, ``num_samples > 1``, and
+    either ``num_samples <= TPE_STARTUP_TRIALS`` (where TPE's draws would be random ones, with
+    replacement) or ``num_samples`` is every setting of the space (a sweep that tries it in full:
+    :func:`distinct_trials`); else None (also for an empty space: nothing is drawn), meaning
+    ``OptunaSearch``'s own ``TPESampler(seed=seed)``, as a one-trial sweep has it."""
+    size = space_size(space) if space else None
+    if size is None or num_samples <= 1 or (num_samples > TPE_STARTUP_TRIALS and num_samples < size):
+        return None
+    with warnings.catch_warnings():      # BruteForceSampler is marked experimental
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return DistinctSampler(seed=seed)
+
+
 def with_values(params: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``params`` with each dotted key of ``values`` set: what a trial loads its config from."""
     for key, value in values.items():
@@ -137,9 +216,10 @@ def first_suggestion(cfg: SweepConfig, params: dict[str, Any], seed: int) -> dic
     """The config of the one trial of ``run_sweep(cfg=cfg, seed=seed)`` with ``cfg.num_samples == 1``.
 
     That trial gets the first suggestion of a fresh ``OptunaSearch(seed=seed)`` (a seeded
-    ``TPESampler``; its first draw is a seeded random one) over ``build_space(cfg.space)``; the
-    same searcher is asked here, in the driver, so that many such one-trial sweeps can run as one
-    grid with the values they had. An empty space gives ``{}`` (no searcher, as in ``run_sweep``).
+    ``TPESampler``, as :func:`sweep_sampler` leaves it for one trial; its first draw is a seeded
+    random one) over ``build_space(cfg.space)``; the same searcher is asked here, in the driver, so
+    that many such one-trial sweeps can run as one grid with the values they had. An empty space
+    gives ``{}`` (no searcher, as in ``run_sweep``).
     """
     import optuna
     from ray.tune.search.optuna import OptunaSearch

@@ -175,10 +175,12 @@ def set_trial_attr(storage: Any, study: str, number: int, key: str, value: Any) 
     storage.set_trial_user_attr(trial_id, key, value)
 
 
-def study_searcher(*, metric: str, mode: str, seed: int, study: str, storage: Any) -> Any:
+def study_searcher(*, metric: str, mode: str, seed: int, study: str, storage: Any, sampler: Any = None) -> Any:
     """A seeded ``OptunaSearch`` over the RDB ``storage``'s study ``study`` that records each Ray
     trial id on its Optuna trial (user attribute ``ray_trial_id``), so the trial's MLflow run can be
     tagged with its trial number — also after a resume, when the mapping lives only in the storage.
+    ``sampler``: an Optuna sampler, seeded already (``flows.search_space.sweep_sampler``), or None
+    for ``OptunaSearch``'s own ``TPESampler(seed=seed)``.
     (Ray pickles the searcher with cloudpickle, which carries this class by value.)"""
     from ray.tune.search.optuna import OptunaSearch
 
@@ -215,4 +217,6 @@ def study_searcher(*, metric: str, mode: str, seed: int, study: str, storage: An
                     user_attrs={**frozen.user_attrs, RESUMES_ATTR: frozen.number}))
             self._completed_trials.add(trial_id)
 
-    return StudySearch(metric=metric, mode=mode, seed=seed, study_name=study, storage=storage)
+    # OptunaSearch ignores ``seed`` beside a sampler, with a warning: the sampler carries its seed
+    return StudySearch(metric=metric, mode=mode, seed=seed if sampler is None else None, sampler=sampler,
+                       study_name=study, storage=storage)

@@ -26,6 +26,13 @@ so a seeded sampler sees no trials of an earlier run and a re-run gives the same
 resumed sweep (``Tuner.restore``) continues its
 study — the searcher restored from Ray's state holds the same storage (``RDBStorage`` pickles as
 its URL) and study.
+
+Distinct settings: over a finite space (``choice`` and ``randint`` entries only) an Optuna-driven
+sweep runs ``distinct_trials(space, num_samples)`` trials — a space with fewer settings than
+``num_samples`` is tried in full, with a warning — and, where the seeded TPE's draws would be
+random ones with replacement (2 to 10 trials) or every setting is tried, its searcher draws
+without replacement (:func:`flows.search_space.sweep_sampler`), so no setting is trained twice. A
+one-trial sweep, a continuous space, or more than 10 trials of a larger space keep the seeded TPE.
 """
 from __future__ import annotations
 
@@ -43,7 +50,7 @@ from flows import progress
 from flows.lifecycle import RAY_DIR, StageInterrupted, tune_running
 from flows.ray_runtime import init_ray, trial_lines, trial_resources
 from flows.reaper import driver_id
-from flows.search_space import build_space
+from flows.search_space import build_space, distinct_trials, sweep_sampler
 from flows.study_storage import (MLFLOW_RUN_ATTR, STUDY_TAG, TRIAL_NUMBER_TAG, fail_running_trials, open_study_storage,
                                  run_study, set_trial_attr, study_name, study_searcher, study_storage_url, trial_number)
 from flows.tune_storage import LocalTuneStorage, tune_storage
@@ -179,7 +186,8 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     A params space (no ``grid``) is searched by Optuna in the persistent study
     ``study_name(name, <settings>)`` (:mod:`flows.study_storage`), returned as ``SweepResult.study``; the
     tracker's innermost open run — the sweep's parent run, inside which every caller runs its
-    sweep — is tagged with it.
+    sweep — is tagged with it; a finite space's settings are not repeated (module doc: "Distinct
+    settings").
     Every trial must finish (``StageInterrupted`` after a signal; ``RuntimeError`` naming the trials
     and their errors otherwise), except that trials that raised one of ``allow_errors`` (a model that
     did not learn: the trial ran, and judged it) are returned with their error for the caller to
@@ -197,6 +205,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     tracker.ensure_experiment()      # create the experiment before parallel trials race on SQLite
     fingerprint = _fingerprint(name=name, cfg=cfg, grid=grid, params=params, seed=seed)
     study = study_storage = None
+    trials = len(grid) if grid is not None else 1       # an empty space: one trial, the settings as written
     if grid is not None:
         if not grid:
             raise ConfigError(f"sweep {name}: the grid is empty")
@@ -204,6 +213,10 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
     else:
         space = build_space(cfg.space, params)
         if space:                    # Optuna-driven: a persistent study
+            trials = distinct_trials(cfg.space, cfg.num_samples)
+            if trials < cfg.num_samples:
+                log.warning("sweep %s: the space holds %d settings: each is tried once, %d trials, not %d",
+                            name, trials, trials, cfg.num_samples)
             url = study_storage_url(_stage_root(storage))
             study_storage, study = open_study_storage(url), study_name(name, fingerprint)
             # another storage is another sweep: a resume must not continue a study elsewhere
@@ -248,8 +261,7 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
             # the trial's config is its run's params already, not a metric per step
             batch.log(self._trial_runs[trial], result, step, skip=("config",))
 
-    callbacks: list[Any] = [] if progress.interactive() else [trial_lines(name, cfg.num_samples if grid is None
-                                                                             else len(grid))]
+    callbacks: list[Any] = [] if progress.interactive() else [trial_lines(name, trials)]
     if tracker.tracking_uri:         # the null tracker logs nowhere
         from components.tracking.mlflow_tracker import RunMetrics, source_tags
         batch = RunMetrics(tracker.tracking_uri)
@@ -260,9 +272,10 @@ def run_sweep(trainable: Callable[[dict[str, Any]], None], *, name: str, cfg: Sw
 
     def tune_config() -> Any:      # a fresh run's only: its searcher creates the study
         searcher = None if study is None else ConcurrencyLimiter(
-            study_searcher(metric=cfg.metric, mode=cfg.mode, seed=seed, study=study, storage=study_storage),
+            study_searcher(metric=cfg.metric, mode=cfg.mode, seed=seed, study=study, storage=study_storage,
+                           sampler=sweep_sampler(cfg.space, trials, seed)),
             max_concurrent=cfg.max_concurrent)
-        return tune.TuneConfig(search_alg=searcher, num_samples=cfg.num_samples if searcher else 1,
+        return tune.TuneConfig(search_alg=searcher, num_samples=trials if searcher else 1,
                                metric=cfg.metric, mode=cfg.mode,
                                # a searcher has its own ConcurrencyLimiter
                                max_concurrent_trials=None if searcher else cfg.max_concurrent,

@@ -15,6 +15,11 @@ With ``sweep.num_samples: 1`` each sweep is one trial with the searcher's first 
 suggestions are drawn in the driver (:func:`~flows.search_space.first_suggestion`, the values the
 one-trial sweeps had) and every (task, variant) runs as one element of ONE Tune grid, up to
 ``sweep.max_concurrent`` at a time, each trial logged under its own (task, variant) parent run.
+A sweep of ``num_samples > 1`` searches its variant's space (:func:`variant_space`: the spec may
+leave out keys that have no effect on a variant, e.g. ``infnets``' lambda in local mode, so that no
+two trials train the same model); over a finite space it trains distinct settings
+(:mod:`flows.sweeps`). A one-trial sweep keeps ``sweep.space`` whole (its first suggestion, and so
+the committed results, stay as they were).
 
 Seeds (:func:`components.seeds.seed_for` of ``base.seed`` and a name): a task's training subsample
 ``("data", task, "train_subsample")`` (one name for every stage, so ``train_energy`` and ``infnets``
@@ -23,7 +28,8 @@ global torch generator (dropout) ``(stage, task, "torch")`` and the batch order 
 ``(stage, task, "batches", "epoch", e)``; the Optuna searcher ``(stage, task, "tpe", "after", n)``
 (:func:`searcher_seed`). None names the variant or the trial: the variants of a task (energies,
 architectures, modes) and the trials of its sweep start from the same weights, see the same batches
-and get the same suggestions — common random numbers, so that their comparison is paired.
+and get the same suggestions (those whose spaces are the same) — common random numbers, so that
+their comparison is paired.
 
 Replicates (``seeds: [0, 1, 2]`` in a section whose config is a :class:`ReplicatedSweepConfig`:
 ``train_energy``, ``infnets``; replicate indices that :mod:`components.seeds` names, not seeds):
@@ -50,7 +56,7 @@ import json
 import math
 import random
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -162,6 +168,16 @@ class ModelSpec:
     # (the models users tag text with: `approxinfer predict models:/...`)
     check: Callable[[Any, StageContext], None] | None = None
     # check(cfg, ctx): the stage's own checks before any work (infnets: each replicate's energies exist)
+    sweep_space: Callable[[Any, str], dict[str, dict[str, Any]]] | None = None
+    # sweep_space(cfg, variant) -> the variant's space, a part of ``cfg.sweep.space`` without the keys
+    # that have no effect on it (infnets: lambda in local mode); None: ``cfg.sweep.space`` for every
+    # variant. Used by sweeps of num_samples > 1 only (:func:`variant_space`)
+
+
+def variant_space(spec: ModelSpec, cfg: Any, variant: str) -> dict[str, dict[str, Any]]:
+    """The space a (task, variant)'s sweep of ``num_samples > 1`` searches: ``spec.sweep_space(cfg,
+    variant)``, or ``cfg.sweep.space``."""
+    return spec.sweep_space(cfg, variant) if spec.sweep_space is not None else cfg.sweep.space
 
 
 def searcher_seed(base_seed: int, stage: str, task: str, done: int = 0) -> int:
@@ -300,12 +316,15 @@ def sweep_name(stage: str, task: str, variant: str) -> str:
 
 
 @contextlib.contextmanager
-def _parent_run(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str):
-    """The (task, variant) sweep's parent run, with its params logged -> its id."""
+def _parent_run(ctx: StageContext, cfg: TaskSweepConfig, task: str, variant: str,
+                space: dict[str, dict[str, Any]] | None = None):
+    """The (task, variant) sweep's parent run, with its params (``space``: the space it searches,
+    default ``cfg.sweep.space``) logged -> its id."""
+    space = cfg.sweep.space if space is None else space
     with ctx.tracker.start_run(f"sweep/{_names(task, variant)[0]}", parent_run_id=ctx.run_id,
                                tags={"stage": ctx.stage, "task": task, "variant": variant}) as parent:
         ctx.tracker.log_params({"task": task, "variant": variant,
-                                **{f"space.{k}": str(v) for k, v in cfg.sweep.space.items()}})
+                                **{f"space.{k}": str(v) for k, v in space.items()}})
         yield parent
 
 
@@ -438,7 +457,10 @@ def _run_grid(spec_ref: str, params: dict[str, Any], ctx: StageContext, cfg: Tas
     """
     from ray import tune
     stage, keys = ctx.stage, [_names(t, v)[1] for t, v in runs]
-    # each element: the first suggestion of the searcher its own one-trial sweep would have had
+    # each element: the first suggestion of the searcher its own one-trial sweep would have had, over
+    # the whole sweep.space also where the spec's variant_space leaves keys out: one trial trains one
+    # setting either way, and a smaller space would change the values drawn and recorded (the seeded
+    # TPE draws the keys in turn) and so the committed results
     grid = [{"task": t, "variant": v,
              "config": first_suggestion(cfg.sweep, params, searcher_seed(ctx.base.seed, stage, t))} for t, v in runs]
     parents: dict[str, str] = {}
@@ -498,11 +520,13 @@ def run_task_sweeps(spec_ref: str, params: dict[str, Any], ctx: StageContext) ->
         opened, results, parents = [], {}, {}
         for task, variant in runs:
             key = _names(task, variant)[1]
+            # the variant's own space (keys without effect on it left out: no identical trainings)
+            sweep = replace(cfg.sweep, space=variant_space(spec, cfg, variant))
             opened.append(stack.enter_context(contextlib.ExitStack()))
-            parent = parents[key] = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant))
+            parent = parents[key] = opened[-1].enter_context(_parent_run(ctx, cfg, task, variant, sweep.space))
             trainable = tune.with_parameters(task_trial, spec_ref=spec_ref, params=params, task=task,
                                              variant=variant, root=str(ctx.root))
-            results[key] = run_sweep(trainable, name=sweep_name(ctx.stage, task, variant), cfg=cfg.sweep, params=params,
+            results[key] = run_sweep(trainable, name=sweep_name(ctx.stage, task, variant), cfg=sweep, params=params,
                                      seed=searcher_seed(ctx.base.seed, ctx.stage, task), tracker=ctx.tracker,
                                      parent_run_id=parent,
                                      storage=ctx.ray_storage, tags={"task": task, "stage": ctx.stage},

@@ -16,7 +16,6 @@ is where settings that do not learn are discarded, and the model kept has passed
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -27,7 +26,7 @@ from components.config import ResourcesConfig
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn
 from flows.ray_runtime import epoch_bar
-from flows.search_space import suggest
+from flows.search_space import distinct_trials, finite_settings, setting_key, space_size, suggest
 from flows.stages.common import StageContext
 from flows.sweeps import SweepConfig, run_sweep
 
@@ -49,35 +48,6 @@ class Tuned:
     seconds: float = 0.0                # the whole study's wall time
 
 
-def space_size(space: dict[str, dict[str, Any]]) -> int | None:
-    """How many distinct settings ``space`` holds (1 when empty), or None when it is continuous."""
-    n = 1
-    for spec in space.values():
-        if spec["type"] == "choice":
-            n *= len({json.dumps(v, sort_keys=True, default=str) for v in spec["values"]})
-        elif spec["type"] == "randint":
-            n *= max(0, int(spec["high"]) - int(spec["low"]))
-        else:
-            return None
-    return n
-
-
-def distinct_trials(space: dict[str, dict[str, Any]], trials: int) -> int:
-    """How many trainings :func:`tune_in_trial` runs: ``trials`` distinct settings, or every setting
-    of a finite space that holds fewer; one when the space is empty."""
-    size = space_size(space) if space else 1
-    return min(trials, size) if size is not None else trials
-
-
-def _settings(space: dict[str, dict[str, Any]]):
-    """Every setting of a finite ``space``, in its key and value order."""
-    import itertools
-    axes = [[(k, v) for v in (spec["values"] if spec["type"] == "choice"
-                              else range(int(spec["low"]), int(spec["high"])))] for k, spec in space.items()]
-    for combo in itertools.product(*axes):
-        yield dict(combo)
-
-
 def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, seed: int, train: Train) -> Tuned:
     """Inside a Ray trial: ``trials`` trainings (one if ``space`` is empty) of distinct settings
     suggested by a ``TPESampler(seed=seed)``; ``train(values, report, on_batch) -> (dev score, kept)``.
@@ -85,9 +55,11 @@ def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, see
     Distinct: a suggestion equal to a setting already trained is told the earlier outcome and
     drawn again (Optuna's samplers draw with replacement, and its first draws are random: two
     trials over three learning rates were the same training about a third of the time, so the
-    study tuned nothing). A finite space with fewer settings than ``trials`` is tried in full
-    (:func:`distinct_trials`); after ``MAX_REDRAWS`` repeats in a row the next untried setting in
-    the space's order is enqueued."""
+    study tuned nothing; a Ray-level sweep draws without replacement instead:
+    :func:`flows.search_space.sweep_sampler`). A finite space with fewer settings than ``trials`` is
+    tried in full (:func:`flows.search_space.distinct_trials`); after ``MAX_REDRAWS`` repeats in a
+    row the next untried setting in the space's order (:func:`flows.search_space.finite_settings`)
+    is enqueued."""
     import optuna
     from ray import tune
 
@@ -104,7 +76,7 @@ def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, see
         while True:
             ot = study.ask()
             values = suggest(ot, space)
-            key = json.dumps(values, sort_keys=True, default=str)
+            key = setting_key(values)
             if key not in tried:
                 break
             if tried[key] is None:
@@ -116,8 +88,7 @@ def tune_in_trial(label: str, space: dict[str, dict[str, Any]], trials: int, see
                 if space_size(space) is None:      # a continuous draw repeated 50 times: not a sampler
                     raise RuntimeError(f"{label}: the sampler suggested settings already trained "
                                        f"{redraws} times in a row (space {space})")
-                study.enqueue_trial(next(s for s in _settings(space)
-                                         if json.dumps(s, sort_keys=True, default=str) not in tried))
+                study.enqueue_trial(next(s for s in finite_settings(space) if setting_key(s) not in tried))
         before = best.score if best is not None else -math.inf
         seen = {"dev": -math.inf}
 

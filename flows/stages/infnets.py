@@ -5,7 +5,8 @@ For each task and each (energy, architecture, mode) variant — energies from ``
 (BLSTM-CRF and BLSTM-CRF+; networks for the "+" energy get the "+" improvements), architectures
 CNN ({1,3}-gram), BLSTM and seq2seq, modes ``infnet`` (E(x, A(x)) + lambda * token CE, the energy
 frozen) and ``local`` (token CE only, the local baseline) — one sweep through the spine over the
-learning rate and lambda (Optuna over the paper's sets at paper scale). Early stopping on dev;
+learning rate and lambda (Optuna over the paper's sets at paper scale; a ``local`` network's sweep
+of several trials leaves lambda, which has no effect on it, out of its space). Early stopping on dev;
 the best network goes to ``models/infnet/<task>/<variant>/`` with the recipe that rebuilds it; the
 dev evaluations its epochs' records keep leave out their timings (:mod:`components.metrics.run_facts`).
 
@@ -109,6 +110,20 @@ def _recipe(cfg: InfNetStageConfig, variant: str, task) -> dict:
     return recipe("infnet", arch, net_config(cfg.infnet, energy_name, arch), task.sizes, prefix="net.")
 
 
+#: the settings that act through lambda alone: without effect on a network trained in ``local`` mode
+LAMBDA_KEYS = ("infnets.lam", "infnets.anneal_lambda")
+
+
+def _sweep_space(cfg: InfNetStageConfig, variant: str) -> dict[str, dict[str, Any]]:
+    """The space a variant's sweep of ``num_samples > 1`` searches: ``local`` mode trains on token
+    cross-entropy alone (``local_only``), so lambda is left out of its space — its trials would
+    train the same network for each lambda — and stays at ``infnets.lam``; ``infnet`` mode searches
+    ``sweep.space`` whole."""
+    if parse_variant(variant)[2] == "local":
+        return {k: v for k, v in cfg.sweep.space.items() if k not in LAMBDA_KEYS}
+    return cfg.sweep.space
+
+
 def _check(cfg: InfNetStageConfig, ctx: StageContext) -> None:
     """Before any work: the energy of every replicate after 0 exists (``infnets.seeds`` must be a subset
     of ``train_energy.seeds``); replicate 0's is the stage's dependency as before."""
@@ -123,7 +138,7 @@ def _check(cfg: InfNetStageConfig, ctx: StageContext) -> None:
 
 
 SPEC = ModelSpec(section="infnets", config=InfNetStageConfig, variants=_variants, build=_build, loss=_loss,
-                 evaluate=_evaluate, recipe=_recipe, check=_check)
+                 evaluate=_evaluate, recipe=_recipe, check=_check, sweep_space=_sweep_space)
 
 
 def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:

@@ -49,10 +49,10 @@ from components.training.guard import DidNotLearn
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
 from components.training.structured import PHASES
 from flows.ray_runtime import epoch_bar, report_final
-from flows.search_space import check_sweep_space, with_values
+from flows.search_space import check_sweep_space, distinct_trials, with_values
 from flows.stages.common import StageContext, main, numeric
 from flows.sweeps import SweepConfig, run_sweep
-from flows.tuning import distinct_trials, run_grid, tune_in_trial
+from flows.tuning import run_grid, tune_in_trial
 
 TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose settings S&O tune on validation
 STATS_DIR = "metrics/stats/scaling"      # per-item statistics: <task>.npz (test), <task>_train.npz, <task>_log_ratio.npz

@@ -134,6 +134,46 @@ def test_a_sweep_keeps_its_study_in_the_storage_and_tags_its_mlflow_runs(tmp_pat
     assert len(optuna.get_all_study_summaries(url)) == 3                # the default storage: untouched
 
 
+LRS = {"toy.lr": {"type": "choice", "values": [0.1, 0.01, 0.001]}}
+DUPLICATE_SEED = 14       # OptunaSearch(seed=14)'s first three draws over LRS: 0.001, 0.001, 0.001
+
+
+def _lr_objective(config):
+    from ray import tune
+    tune.report({"best_dev_score": -abs(math.log10(config["toy.lr"]) + 2.0)})
+
+
+@pytest.mark.parametrize("num_samples", [3, 5])
+def test_a_sweep_over_a_finite_space_trains_distinct_settings(tmp_path, monkeypatch, caplog, ray_session, num_samples):
+    """A sweep of a few trials over a finite space trains distinct settings, and one asked for more
+    trials than the space holds tries it in full, once each. Before, the sweep's seeded TPE drew at
+    random with replacement: with seed 14 (DUPLICATE_SEED) its three trials over three learning
+    rates were 0.001 three times, and five trials five draws (22 of the seeds 0-29 repeat a setting
+    in three draws)."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    from components.tracking import NullTracker
+    old = OptunaSearch(metric="best_dev_score", mode="max", seed=DUPLICATE_SEED)     # what the sweep had
+    old.set_search_properties("best_dev_score", "max", build_space(LRS, PARAMS))
+    assert [old.suggest(f"o{i}")["toy.lr"] for i in range(3)] == [0.001] * 3
+
+    monkeypatch.delenv(STUDY_STORAGE_ENV, raising=False)
+    tracker = NullTracker()
+    cfg = SweepConfig(num_samples=num_samples, max_concurrent=2, space=LRS, resources=ResourcesConfig(cpu=1, gpu=0),
+                      max_failures=0)
+    with caplog.at_level("WARNING", logger="flows.sweeps"), tracker.start_run("sweep/lrs") as parent:
+        res = run_sweep(_lr_objective, name="lrs", cfg=cfg, params=PARAMS, seed=DUPLICATE_SEED, tracker=tracker,
+                        parent_run_id=parent, storage=tmp_path / ".ray_results" / "toy")
+    assert sorted(t["config"]["toy.lr"] for t in res.trials) == [0.001, 0.01, 0.1]
+    trials = _study(f"sqlite:///{tmp_path / 'optuna.db'}", res.study).trials
+    assert sorted(t.params["toy.lr"] for t in trials) == [0.001, 0.01, 0.1]
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert res.best_config == {"toy.lr": 0.01}
+    tried_in_full = [r.getMessage() for r in caplog.records if "the space holds" in r.getMessage()]
+    assert tried_in_full == ([] if num_samples == 3 else ["sweep lrs: the space holds 3 settings: each is tried "
+                                                          "once, 3 trials, not 5"])
+
+
 def test_a_bad_storage_url_is_an_error_naming_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(STUDY_STORAGE_ENV, "nosuchdb://user:secret@host/db")
     with pytest.raises(ConfigError, match=STUDY_STORAGE_ENV) as e:
@@ -161,6 +201,35 @@ def test_the_searcher_keeps_writing_to_its_study_after_rays_pickling(tmp_path):
     assert (b.params, b.state, b.user_attrs["ray_trial_id"]) == (second, optuna.trial.TrialState.RUNNING, "ray-b")
     assert trial_number(storage, "s-1", "ray-b") == 1 and trial_number(storage, "s-1", "x") is None
     assert pickle.loads(pickle.dumps(storage)).url == url
+
+
+def test_a_distinct_searcher_keeps_drawing_untried_settings_after_rays_pickling(tmp_path, monkeypatch):
+    """A resumed sweep's searcher, with the distinct sampler (searcher-state is a plain pickle of its
+    attributes, the sampler among them): it goes on suggesting settings no trial of the study has, and
+    the tell that exhausts the space is no error (OptunaSearch would log BruteForceSampler's
+    ``Study.stop`` RuntimeError as a warning)."""
+    from ray import cloudpickle
+    from ray.tune.search.optuna import optuna_search
+
+    from flows.search_space import DistinctSampler, sweep_sampler
+    warned = []
+    monkeypatch.setattr(optuna_search.logger, "warning", lambda msg, *a, **k: warned.append(str(msg)))
+    storage = open_study_storage(f"sqlite:///{tmp_path / 'optuna.db'}")
+    searcher = study_searcher(metric="best_dev_score", mode="max", seed=3, study="s-1", storage=storage,
+                              sampler=sweep_sampler(LRS, 3, 3))
+    searcher.set_search_properties("best_dev_score", "max", build_space(LRS, PARAMS))
+    assert type(searcher._sampler) is DistinctSampler and searcher._seed is None
+    drawn = [searcher.suggest("ray-a")["toy.lr"], searcher.suggest("ray-b")["toy.lr"]]     # two running
+    searcher.save(tmp_path / "searcher.pkl")
+    restored = cloudpickle.loads(cloudpickle.dumps(searcher))
+    restored.restore(tmp_path / "searcher.pkl")
+    restored.on_trial_complete("ray-a", {"best_dev_score": 0.5})
+    drawn.append(restored.suggest("ray-c")["toy.lr"])
+    restored.on_trial_complete("ray-b", {"best_dev_score": 0.1})
+    restored.on_trial_complete("ray-c", {"best_dev_score": 0.2})         # the last tell: no Study.stop
+    assert sorted(drawn) == [0.001, 0.01, 0.1] and warned == []
+    assert [t.state for t in _study(f"sqlite:///{tmp_path / 'optuna.db'}", "s-1").trials] == \
+        [optuna.trial.TrialState.COMPLETE] * 3
 
 
 def test_optuna_distributions_match_what_optuna_search_converts():

@@ -358,3 +358,77 @@ def test_a_replicate_that_did_not_learn_fails_the_stage_naming_it(tmp_path, monk
     parents = {r["name"]: r["id"] for r in tracker.runs}
     assert [t["mlflow.parentRunId"] for t in tags2] == [parents[f"sweep/{t}/{E1}"] for t in ("a", "b")]
     assert tags2[1]["sweep"] == f"train_energy-b-{E1}-replicate2" and tags2[1]["replicate"] == "2"
+
+
+# --- per-variant sweep spaces ----------------------------------------------------------------------
+
+def test_a_local_variants_space_leaves_lambda_out_and_an_infnet_variants_keeps_it():
+    """In local mode the objective is token cross-entropy alone: lambda has no effect, so a sweep over it
+    would train the same network once per lambda."""
+    from components.config import load_params, resolve_scale
+    params = resolve_scale(load_params("params.yaml"))
+    params["infnets"]["sweep"]["space"]["infnets.anneal_lambda"] = {"type": "choice", "values": [False, True]}
+    cfg = load_section(infnets.SPEC.config, "infnets", params)
+    assert {"infnets.optim.lr", "infnets.lam", "infnets.anneal_lambda"} == set(cfg.sweep.space)
+    local, infnet = (task_sweeps.variant_space(infnets.SPEC, cfg, variant_name(E1, "cnn", m))
+                     for m in ("local", "infnet"))
+    assert local == {"infnets.optim.lr": cfg.sweep.space["infnets.optim.lr"]}
+    assert infnet == cfg.sweep.space
+    # a spec without the hook: every variant searches sweep.space
+    assert task_sweeps.variant_space(train_energy.SPEC, cfg, E1) is cfg.sweep.space
+
+
+def test_sweeps_of_several_trials_search_each_variants_space_and_replicates_keep_its_choice(tmp_path, monkeypatch):
+    """With num_samples > 1 each (task, variant)'s run_sweep gets its variant's space (a local network's
+    without lambda); its replicates retrain the values its sweep chose, so a local replicate's config has
+    no lambda and loads with lambda as configured."""
+    from ray import tune
+
+    from components.config import load_params, resolve_scale
+    from flows.search_space import with_values
+    from flows.sweeps import SweepResult
+    params = resolve_scale(load_params("params.yaml"))
+    params["infnets"].update(tasks=["a"], seeds=[0, 1], energies=[E1], archs=["cnn"], energy_archs={})
+    params["infnets"]["sweep"]["num_samples"] = 2
+    (tmp_path / "data/prepared/a").mkdir(parents=True)
+    (tmp_path / "data/prepared/a/meta.json").write_text("{}")
+    (tmp_path / "models/energy/a" / E1 / "replicate1").mkdir(parents=True)
+    (tmp_path / "models/energy/a" / E1 / "replicate1/model.pt").write_bytes(b"")
+    spaces, replicate_grid = {}, []
+
+    class Stop(Exception):
+        pass
+
+    def fake(trainable, *, name, cfg, params, seed, tracker, parent_run_id, storage, tags, grid=None, trial_tags=None,
+             allow_errors=False):
+        if grid is not None:                       # the replicates: what they would train, then stop
+            replicate_grid.extend(grid)
+            raise Stop
+        spaces[name] = cfg.space
+        config = {k: spec["values"][-1] for k, spec in cfg.space.items()}    # the trial's "chosen" values
+        (tmp_path / name).mkdir()
+        row = {"config": config, "error": "", "metrics": {"best_dev_score": 1.0}, "path": str(tmp_path / name),
+               "checkpoint": str(tmp_path / name)}
+        return SweepResult(best_config=config, best_metrics=row["metrics"], best_checkpoint=None, trials=[row])
+
+    monkeypatch.setattr(task_sweeps, "run_sweep", fake)
+    monkeypatch.setattr(tune, "with_parameters", lambda f, **kw: f)     # no object store
+    tracker = NullTracker()
+    with tracker.start_run("infnets") as run_id:
+        ctx = StageContext(root=tmp_path, base=load_section(BaseConfig, "base", params), tracker=tracker,
+                           run_id=run_id, stage="infnets")
+        with pytest.raises(Stop):
+            infnets.run(params, ctx)
+    full = params["infnets"]["sweep"]["space"]
+    local, infnet = variant_name(E1, "cnn", "local"), variant_name(E1, "cnn", "infnet")
+    assert spaces == {f"infnets-a-{local}": {"infnets.optim.lr": full["infnets.optim.lr"]},
+                      f"infnets-a-{infnet}": full}
+    logged = {r["name"]: r["params"] for r in tracker.runs}           # each parent run logs the space it searched
+    assert "space.infnets.lam" not in logged[f"sweep/a/{local}"] and "space.infnets.lam" in logged[f"sweep/a/{infnet}"]
+    configs = {el["variant"]: el["config"] for el in replicate_grid}
+    assert configs == {local: {"infnets.optim.lr": full["infnets.optim.lr"]["values"][-1]},
+                       infnet: {"infnets.optim.lr": full["infnets.optim.lr"]["values"][-1],
+                                "infnets.lam": full["infnets.lam"]["values"][-1]}}
+    lam = load_section(infnets.SPEC.config, "infnets", params).lam
+    loaded = load_section(infnets.SPEC.config, "infnets", with_values(params, configs[local]))
+    assert loaded.lam == lam and loaded.optim.lr == configs[local]["infnets.optim.lr"]
