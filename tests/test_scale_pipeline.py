@@ -107,7 +107,7 @@ def test_params_entries_name_keys_their_files_hold(study):
 def test_overlay_runs_every_stage_at_the_study_scale(merged):
     assert merged["base"]["scale"] == "study"
     assert merged["base"]["prepared_dir"] == "../data/prepared"
-    assert merged["studies"]["tu_gimpel"] == ["pos", "ner", "greek_morph"]
+    assert merged["studies"]["tu_gimpel"] == ["pos", "ner", "greek_morph_k400"]
     # the study's own settings (scales/study.yaml) are applied on top
     assert merged["search_aware"]["seeds"] == [0, 1, 2]
     assert merged["normalisation"]["seeds"] == [0, 1, 2]
@@ -188,7 +188,7 @@ def test_run_record_reads_each_stages_timings(tmp_path, merged):
     (tmp_path / "metrics" / "timings" / "approx" / "pos.json").write_text(json.dumps({"stage_seconds": 61.5}))
     (tmp_path / "metrics" / "timings" / "report.json").write_text(json.dumps({"stage_seconds": 2.0}))
     times = run_record.stage_times(tmp_path, stages, ["approx", "report"], merged)
-    assert [t.name for t in times] == ["approx@pos", "approx@ner", "approx@greek_morph", "report"]
+    assert [t.name for t in times] == ["approx@pos", "approx@ner", "approx@greek_morph_k400", "report"]
     assert [t.seconds for t in times] == [61.5, None, None, 2.0]
 
 
