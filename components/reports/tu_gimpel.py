@@ -867,6 +867,61 @@ def replicates_table(results: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _training_runs(entry: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """(best epoch, epochs run) of a trained model's replicate 0 and of each further replicate."""
+    runs = [entry] + [r for _, r in sorted(_entry(entry, "replicates").items(), key=lambda kv: _num(kv[0]))]
+    return [(float(r["best_epoch"]), float(r["epochs_run"])) for r in runs
+            if finite(r.get("best_epoch")) is not None and finite(r.get("epochs_run")) is not None]
+
+
+def still_improving(training: Mapping[str, Mapping[str, Mapping[str, Any]]] | None
+                    ) -> dict[str, list[tuple[str, int, int]]]:
+    """Per task, the trained models that were still improving when their training ended: their best
+    dev epoch is the last epoch run, so early stopping (which ends ``patience`` epochs after the best)
+    did not stop them and the epoch cap did — a capped budget. ``training``: task -> the ``train_energy``
+    and ``infnets`` metrics merged (``"<task>-<model>"`` -> best_epoch, epochs_run, replicates).
+    -> task -> [(model, replicates still improving, replicates)], only models with at least one."""
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for task, models in (training or {}).items():
+        for key, entry in models.items():
+            runs = _training_runs(entry) if isinstance(entry, Mapping) else []
+            capped = sum(best >= ran for best, ran in runs)
+            if capped:
+                out.setdefault(task, []).append((key.removeprefix(f"{task}-"), capped, len(runs)))
+    return out
+
+
+def budget_note(training: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> str:
+    """The findings' known cause "a capped budget": per task, how many trained models (over their
+    replicates) ended at the epoch cap still improving ("" when none did or nothing was given)."""
+    capped = still_improving(training)
+    if not capped:
+        return ""
+    parts = []
+    for task, rows in capped.items():
+        n = sum(c for _, c, _ in rows)
+        total = sum(len(_training_runs(e)) for e in training[task].values() if isinstance(e, Mapping))
+        parts.append(f"{task}: {n} of {total} trainings ({len(rows)} model{'' if len(rows) == 1 else 's'})")
+    return ("**Known cause, a capped budget:** some models were still improving on dev when their epochs ran "
+            "out (best epoch = last epoch; early stopping did not end them) — " + "; ".join(parts) +
+            ". Verdicts that rest on them compare under-trained models; the section \"Training budgets\" lists "
+            "them.\n")
+
+
+def budget_table(training: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> str:
+    """Every trained model that ended at its epoch cap still improving, on some replicate."""
+    capped = still_improving(training)
+    if not capped:
+        return "Every trained model stopped early (its best dev epoch before its last).\n"
+    lines = ["| task | model | replicates still improving at the cap | (best epoch, epochs run) per replicate |",
+             "|---|---|---|---|"]
+    for task, rows in capped.items():
+        for model, c, n in rows:
+            runs = _training_runs(training[task][f"{task}-{model}"])
+            lines.append(f"| {task} | {model} | {c} of {n} | " + ", ".join(f"({b:.0f}, {r:.0f})" for b, r in runs) + " |")
+    return "\n".join(lines) + "\n"
+
+
 FINDINGS_NOTE = (
     "The claims are coded as the paper states them (`components/reports/tu_gimpel.claims`), on each task that "
     "stands for the paper's. Scores and energies: 95% paired bootstrap over the test sentences "
@@ -881,9 +936,11 @@ FINDINGS_NOTE = (
 def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: Any = (),
            energies: tuple[str, ...] = ("blstm_crf", "blstm_crf_plus"),
            stats: Mapping[str, TaskData | tuple] | None = None,
-           verdicts: Sequence[kit.Verdict] | None = None) -> tuple[str, Figure]:
+           verdicts: Sequence[kit.Verdict] | None = None,
+           training: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> tuple[str, Figure]:
     """The report's Markdown and Figure 2. ``stats``: task -> per-sentence statistics (see
-    :func:`findings`); ``verdicts``: the findings when the caller has judged them already."""
+    :func:`findings`); ``verdicts``: the findings when the caller has judged them already;
+    ``training``: task -> the trained models' metrics (:func:`still_improving`), for the budget note."""
     pair = (energies[0], energies[-1]) if energies else ("blstm_crf", "blstm_crf_plus")
     if verdicts is None:
         verdicts = findings(results, stats, arch, pair)
@@ -891,7 +948,8 @@ def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: An
     caption = [replicates_note(results)] if replicate_count(results) > 1 else []
     md = ["# Approximate inference benchmark (Tu & Gimpel 2019): ours beside the paper", "",
           __doc__.split("\n\n", 1)[1].strip(), "",
-          kit.findings(list(verdicts)), FINDINGS_NOTE, "",
+          kit.findings(list(verdicts)), *([budget_note(training)] if budget_note(training) else []),
+          FINDINGS_NOTE, "",
           "## The energies as yardsticks — Viterbi against the best local baseline", "",
           "An energy whose exact argmax scores below a plain token-CE tagger trained on the same sentences is a "
           "weak yardstick for approximate inference. The plain BLSTM-CRF energies keep GloVe frozen and have no "
@@ -904,6 +962,10 @@ def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: An
           "## Table 4 — test results, BLSTM-CRF+ energy", "", *caption, table4(results, arch, pair[1]),
           "## Table 6 — approximate inference on the BLSTM-CRF+ energy (score, mean energy)", "", *caption,
           table6(results, arch, pair[1]),
+          *(["## Training budgets — models still improving when their epochs ran out", "",
+             "A model whose best dev epoch is its last was stopped by the epoch cap, not by early stopping "
+             "(`train_energy.optim.epochs`, `infnets.optim.epochs`).", "", budget_table(training)]
+            if training is not None else []),
           *(["## Replicates — test score of every trained model per replicate", "",
              "The findings pair two replicated systems replicate by replicate and resample the replicates, then "
              "the sentences (their intervals say how many seeds); a replicated system against GD or a tuned row "

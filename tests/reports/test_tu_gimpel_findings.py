@@ -241,8 +241,39 @@ def test_report_stage_writes_findings_and_verdicts(tmp_path):
     params = yaml.safe_load(open("params.yaml"))
     params["studies"]["tu_gimpel"] = ["pos"]
     params["approx"].pop("tasks", None)
+    with pytest.raises(FileNotFoundError, match=r"metrics/train_energy/pos\.json: no training metrics for 'pos'"):
+        run_stage("report", stage.run, params, tmp_path, tracker=NullTracker())
+    (tmp_path / "metrics/train_energy").mkdir(parents=True)
+    (tmp_path / "metrics/infnets").mkdir(parents=True)
+    (tmp_path / "metrics/train_energy/pos.json").write_text(json.dumps(
+        {"pos-blstm_crf": {"best_epoch": 20.0, "epochs_run": 20.0}}))        # stopped by its cap
+    (tmp_path / "metrics/infnets/pos.json").write_text(json.dumps(
+        {"pos-blstm_crf.cnn.infnet": {"best_epoch": 5.0, "epochs_run": 8.0}}))
     out = run_stage("report", stage.run, params, tmp_path, tracker=NullTracker())
     written = json.loads((tmp_path / "metrics/report.json").read_text())
     assert written["findings"] == out["findings"] and sum(out["findings"].values()) == len(written["verdicts"]) == 21
     assert out["findings"]["reproduced"] == 20
-    assert (tmp_path / "reports/tu_gimpel/README.md").exists()
+    md = (tmp_path / "reports/tu_gimpel/README.md").read_text()
+    assert "pos: 1 of 2 trainings (1 model)" in md and "| pos | blstm_crf | 1 of 1 | (20, 20) |" in md
+
+
+def test_models_still_improving_at_their_epoch_cap_are_named_as_a_capped_budget():
+    """A model whose best dev epoch is its last ran out of epochs (early stopping ends `patience`
+    epochs after the best): the findings name it as a known cause, per task and replicate."""
+    from components.reports.tu_gimpel import budget_note, budget_table, still_improving
+    training = {"pos": {"pos-blstm_crf": {"best_epoch": 30.0, "epochs_run": 30.0,
+                                          "replicates": {"1": {"best_epoch": 12.0, "epochs_run": 17.0},
+                                                         "2": {"best_epoch": 30.0, "epochs_run": 30.0}}},
+                        "pos-blstm_crf.cnn.local": {"best_epoch": 9.0, "epochs_run": 14.0}},
+                "ner": {"ner-blstm_crf": {"best_epoch": 8.0, "epochs_run": 13.0}}}
+    assert still_improving(training) == {"pos": [("blstm_crf", 2, 3)]}
+    note = budget_note(training)
+    assert "capped budget" in note and "pos: 2 of 4 trainings (1 model)" in note and "ner" not in note
+    assert "| pos | blstm_crf | 2 of 3 | (30, 30), (12, 17), (30, 30) |" in budget_table(training)
+    assert budget_note({"ner": training["ner"]}) == "" and budget_note(None) == ""
+    assert "stopped early" in budget_table({"ner": training["ner"]})
+    m, d = _data("pos")
+    md, _ = report({"pos": m}, ARCH, stats={"pos": d}, training=training)
+    assert "Known cause, a capped budget" in md and "## Training budgets" in md
+    md0, _ = report({"pos": m}, ARCH, stats={"pos": d})
+    assert "capped budget" not in md0 and "## Training budgets" not in md0
