@@ -783,6 +783,18 @@ def _ccg_not_run() -> kit.Verdict:
                             "tasks have L < 50, where the paper finds the opposite")
 
 
+SPEED_CAUSE = ("a known cause: the paper timed on a GPU, this run on its own device (RUN.md); the speed ratios of "
+               "methods depend on the hardware (a CRF's L² recursion, a network's matrix products and GD's "
+               "iterations do not speed up alike)")
+
+
+def _with_speed_cause(v: kit.Verdict) -> kit.Verdict:
+    """A Table 3 speed claim that we do not reproduce (or cannot tell) names the device as its cause."""
+    if not v.claim.id.startswith("T3.") or v.verdict not in (kit.NOT_REPRODUCED, kit.INCONCLUSIVE):
+        return v
+    return dataclasses.replace(v, reason="; ".join(r for r in (v.reason, SPEED_CAUSE) if r))
+
+
 def findings(results: Mapping[str, Mapping[str, Any]], stats: Mapping[str, TaskData | tuple] | None = None,
              arch: Mapping[str, str] | None = None,
              energies: tuple[str, str] = ("blstm_crf", "blstm_crf_plus")) -> list[kit.Verdict]:
@@ -801,7 +813,7 @@ def findings(results: Mapping[str, Mapping[str, Any]], stats: Mapping[str, TaskD
         data = TaskData(m, data.stats, data.values)
         metric = str(m.get("metric", "accuracy"))
         specs = claims(task, m, _plus_arch(m, task, arch, e_plus), e1, e_plus, energy_margin(data.values, e_plus))
-        out += [judge_spec(s, _scope(task), data, metric) for s in specs]
+        out += [_with_speed_cause(judge_spec(s, _scope(task), data, metric)) for s in specs]
     if "CCG" not in {PAPER_TASK.get(t) for t in results}:
         out.append(_ccg_not_run())
     return out

@@ -249,6 +249,11 @@ def test_approx_with_two_replicates_writes_seeds_n_d_for_trained_systems_and_n_d
 
     # the report reads them: replicated pairs resample 2 seeds, a pair with GD uses replicate 0 and says so
     from components.reports import tu_gimpel
+    # the models here are untrained stand-ins: the training stages' metrics (best and last epochs) are written
+    # as those stages would, for the report's budget note
+    for stage, key in (("train_energy", f"pos-{E1}"), ("infnets", f"pos-{E1}.cnn.infnet")):
+        (root / "metrics" / stage).mkdir(parents=True, exist_ok=True)
+        (root / "metrics" / stage / "pos.json").write_text(json.dumps({key: {"best_epoch": 3.0, "epochs_run": 5.0}}))
     run_stage("report", report.run, params, root, tracker=NullTracker())
     written = json.loads((root / "metrics/report.json").read_text())
     by_claim = {v["claim"]: v for v in written["verdicts"] if v["scope"].startswith("pos")}
