@@ -167,6 +167,24 @@ def test_train_energy_and_infnets_stages_write_replicates_beside_replicate_0(tin
 
 # --- approx ------------------------------------------------------------------------------------
 
+def _faked_sweeps_ctx(monkeypatch, fake, params, root, stage):
+    """``task_sweeps.run_sweep`` replaced by ``fake`` (no Ray, no object store) -> the stage's context,
+    inside an open stage run of a NullTracker (a context manager)."""
+    import contextlib
+
+    from ray import tune
+
+    @contextlib.contextmanager
+    def ctx():
+        monkeypatch.setattr(task_sweeps, "run_sweep", fake)
+        monkeypatch.setattr(tune, "with_parameters", lambda f, **kw: f)     # no object store
+        tracker = NullTracker()
+        with tracker.start_run(stage) as run_id:
+            yield StageContext(root=root, base=load_section(BaseConfig, "base", params), tracker=tracker,
+                               run_id=run_id, stage=stage)
+    return ctx()
+
+
 def _untrained_models(root, params, seeds):
     """Energies and networks for approx on every replicate of ``seeds``, built by the stages' own
     builders and saved as they save them (untrained: approx evaluates whatever models it is given)."""
@@ -326,8 +344,6 @@ def test_replicate_lists_are_checked(seeds, error):
 def test_a_replicate_that_did_not_learn_fails_the_stage_naming_it(tmp_path, monkeypatch):
     """Replicates run as one grid after every sweep, each with its sweep's chosen values and under its
     sweep's parent run; one that did not learn fails the stage (no model folder written)."""
-    from ray import tune
-
     from flows.sweeps import SweepResult
     from tests.flows.test_task_sweeps_grid import _fake_root
     params = _fake_root(tmp_path, ["a", "b"])
@@ -347,12 +363,7 @@ def test_a_replicate_that_did_not_learn_fails_the_stage_naming_it(tmp_path, monk
                          "path": str(trial), "checkpoint": None if bad else str(trial / "ckpt")})
         return SweepResult(best_config={}, best_metrics={}, best_checkpoint=None, trials=rows)
 
-    monkeypatch.setattr(task_sweeps, "run_sweep", fake)
-    monkeypatch.setattr(tune, "with_parameters", lambda f, **kw: f)     # no object store
-    tracker = NullTracker()
-    with tracker.start_run("train_energy") as stage_id:
-        ctx = StageContext(root=tmp_path, base=load_section(BaseConfig, "base", params), tracker=tracker,
-                           run_id=stage_id, stage="train_energy")
+    with _faked_sweeps_ctx(monkeypatch, fake, params, tmp_path, "train_energy") as ctx:
         with pytest.raises(RuntimeError, match=r"train_energy: 1 replicate\(s\) failed .*: b/blstm_crf replicate 2: "
                                                r"DidNotLearn\('no gain on dev'\)"):
             task_sweeps.run_task_sweeps("flows.stages.train_energy:SPEC", params, ctx)
@@ -360,7 +371,7 @@ def test_a_replicate_that_did_not_learn_fails_the_stage_naming_it(tmp_path, monk
     (name0, grid0, _), (name2, grid2, tags2) = grids
     assert name0 == "train_energy-a+b" and name2 == "train_energy-a+b-replicates"
     assert [(el["task"], el["replicate"], el["config"]) for el in grid2] == [(el["task"], 2, el["config"]) for el in grid0]
-    parents = {r["name"]: r["id"] for r in tracker.runs}
+    parents = {r["name"]: r["id"] for r in ctx.tracker.runs}
     assert [t["mlflow.parentRunId"] for t in tags2] == [parents[f"sweep/{t}/{E1}"] for t in ("a", "b")]
     assert tags2[1]["sweep"] == f"train_energy-b-{E1}-replicate2" and tags2[1]["replicate"] == "2"
 
@@ -387,8 +398,6 @@ def test_sweeps_of_several_trials_search_each_variants_space_and_replicates_keep
     """With num_samples > 1 each (task, variant)'s run_sweep gets its variant's space (a local network's
     without lambda); its replicates retrain the values its sweep chose, so a local replicate's config has
     no lambda and loads with lambda as configured."""
-    from ray import tune
-
     from components.config import load_params, resolve_scale
     from flows.search_space import with_values
     from flows.sweeps import SweepResult
@@ -416,19 +425,14 @@ def test_sweeps_of_several_trials_search_each_variants_space_and_replicates_keep
                "checkpoint": str(tmp_path / name)}
         return SweepResult(best_config=config, best_metrics=row["metrics"], best_checkpoint=None, trials=[row])
 
-    monkeypatch.setattr(task_sweeps, "run_sweep", fake)
-    monkeypatch.setattr(tune, "with_parameters", lambda f, **kw: f)     # no object store
-    tracker = NullTracker()
-    with tracker.start_run("infnets") as run_id:
-        ctx = StageContext(root=tmp_path, base=load_section(BaseConfig, "base", params), tracker=tracker,
-                           run_id=run_id, stage="infnets")
+    with _faked_sweeps_ctx(monkeypatch, fake, params, tmp_path, "infnets") as ctx:
         with pytest.raises(Stop):
             infnets.run(params, ctx)
     full = params["infnets"]["sweep"]["space"]
     local, infnet = variant_name(E1, "cnn", "local"), variant_name(E1, "cnn", "infnet")
     assert spaces == {f"infnets-a-{local}": {"infnets.optim.lr": full["infnets.optim.lr"]},
                       f"infnets-a-{infnet}": full}
-    logged = {r["name"]: r["params"] for r in tracker.runs}           # each parent run logs the space it searched
+    logged = {r["name"]: r["params"] for r in ctx.tracker.runs}           # each parent run logs the space it searched
     assert "space.infnets.lam" not in logged[f"sweep/a/{local}"] and "space.infnets.lam" in logged[f"sweep/a/{infnet}"]
     configs = {el["variant"]: el["config"] for el in replicate_grid}
     assert configs == {local: {"infnets.optim.lr": full["infnets.optim.lr"]["values"][-1]},
