@@ -960,7 +960,7 @@ def report(results: dict[str, dict[str, Any]], arch: dict[str, str], methods: An
     caption = [replicates_note(results)] if replicate_count(results) > 1 else []
     md = ["# Approximate inference benchmark (Tu & Gimpel 2019): ours beside the paper", "",
           __doc__.split("\n\n", 1)[1].strip(), "",
-          kit.findings(list(verdicts)), *([budget_note(training)] if budget_note(training) else []),
+          kit.findings(list(verdicts)), *filter(None, [budget_note(training)]),
           FINDINGS_NOTE, "",
           "## The energies as yardsticks — Viterbi against the best local baseline", "",
           "An energy whose exact argmax scores below a plain token-CE tagger trained on the same sentences is a "
