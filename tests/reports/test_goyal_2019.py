@@ -239,7 +239,11 @@ def test_the_translator_section_shows_its_bleu_length_penalty_and_curve(tmp_path
     out = write_report(m, tmp_path / "report")
     md = Path(out["README.md"]).read_text()
     assert "| dev | beam 5, length penalty 1.25 | 7.00 | 1.000 |" in md and "| test | greedy | 3.60 | 0.975 |" in md
-    assert "(0: 5.90, 1.25: 7.00)" in md and "epoch 4 of 4 on 6380 training verses" in md
+    assert "(0: 5.90, 1.25: 7.00)" in md
+    assert ("It trained on 6380 training verses and ran its whole budget of 4 epochs without early stopping firing, "
+            "keeping epoch 4 (the best on dev BLEU): it was still improving when the budget ran out (a capped "
+            "budget).") in md
+    assert "Known cause: the translator every row starts from ran its whole epoch budget" in md
     assert "(translator_curve.png)" in md
     fig = translator_figure(m)
     try:
@@ -253,3 +257,24 @@ def test_the_translator_section_shows_its_bleu_length_penalty_and_curve(tmp_path
     assert "patterns" in md
     _assert_well_formed(md)
     assert readme(copy.deepcopy(m)) == md
+
+
+def test_a_translator_stopped_early_is_not_called_capped_and_the_caveat_counts_the_translation_verdicts(tmp_path):
+    m = _paper_like()
+    curve = [{"epoch": e, "train_loss": 6.0 - e, "dev_bleu": 1.0 + e} for e in range(1, 8)]
+    m["translation"]["translator"] = {"settings": "256-dim embeddings", "best_epoch": 3, "epochs": 40, "curve": curve,
+                                      "beam_size": 5, "length_penalty": 1.0, "min_bleu": 5.0, "n_train": 6380}
+    found = verdicts(m, {})
+    md = readme(m, found)
+    assert ("It trained on 6380 training verses and stopped early on dev BLEU after epoch 7 of its 40, keeping "
+            "epoch 3.") in md
+    assert "capped budget" not in md and "Known cause" not in md
+    mt = [v for v in found if v.scope.startswith("translation")]
+    assert mt and f"Of the {len(mt)} translation verdicts, 0 reproduced, 0 not reproduced, 0 inconclusive, " \
+                  f"{len(mt)} not testable." in md
+    # the paper's own BLEU (27-29) is not "barely translating"; below 10 BLEU is
+    assert "barely translate" not in md and "far below the paper's" in md
+    for i in INITS:
+        for r in ROWS:
+            m["translation"]["rows"][i][r]["test"] = 3.0 + 0.1 * ROWS.index(r)
+    assert "barely translate at this scale (below 10 BLEU)" in readme(m, verdicts(m, {}))
