@@ -1088,6 +1088,10 @@ def _mcmc_claims(mcmc: Mapping[str, Any], stats: Stats) -> list[kit.Verdict]:
     return out
 
 
+# the claims of Sec. 6.2.3 (``mlm_exact``); every other claim is the samplers' (``mcmc``)
+EXACT_CLAIMS = ("mlm_worse", "pll_near_ll", "pll_equals_mlm", "kl_beats_pl", "beats_dpll")
+
+
 def report_verdicts(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
                     stats: Stats | None = None) -> list[kit.Verdict]:
     """Every claim of :data:`CLAIMS`, judged by the kit on the paired-bootstrap intervals of the
@@ -1099,8 +1103,7 @@ def report_verdicts(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | N
     mcmc = _check_input("mcmc", mcmc)
     stats = stats or {}
     out = _exact_claims(exact, stats) if exact else [kit.not_testable(CLAIMS[c], "Sec. 6.2.3", "mlm_exact not run")
-                                                     for c in ("mlm_worse", "pll_near_ll", "pll_equals_mlm",
-                                                               "kl_beats_pl", "beats_dpll")]
+                                                     for c in EXACT_CLAIMS]
     if mcmc:
         out += _mcmc_claims(mcmc, stats)
     else:
@@ -1278,6 +1281,10 @@ def cmlm_curve_text(mcmc: Mapping[str, Any] | None) -> str:
                    f"best {best[1]:.2f} at epoch {best[0]}" + (f", against the unigram loss {uni:.2f} there "
                                                                 f"(gain {uni - best[1]:.2f} nats)" if uni is not None
                                                                 else "") + ".")
+        if best[0] == tok[-1][0]:
+            # early stopping needs epochs without a gain after the best one: a best last epoch ran out of budget
+            out.append(f"The loss was lowest at the last epoch, so it was still falling when the {len(pts)}-epoch "
+                       "budget ran out (a capped budget).")
     bleu = [(p["epoch"], p["bleu"]) for p in pts if p["bleu"] is not None]
     out.append(f"Dev BLEU (mask-predict) {bleu[0][1]:.2f} (epoch {bleu[0][0]}) → {bleu[-1][1]:.2f} (epoch "
                f"{bleu[-1][0]}); best {max(b for _, b in bleu):.2f}." if bleu else
@@ -1415,12 +1422,39 @@ def _setup(exact: Mapping[str, Any], mcmc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def known_causes(mcmc: Mapping[str, Any] | None, verdicts: Sequence[kit.Verdict]) -> str:
+    """The known causes behind the samplers' undecided verdicts: how many source sentences, chains and
+    sweeps they rest on (the settings of ``metrics/mcmc.json``) with the count of their inconclusive
+    verdicts, and the CMLM's capped budget where its dev loss was lowest at its last epoch; "" when
+    the samplers were not run."""
+    mcmc = _check_input("mcmc", mcmc)
+    st = mcmc.get("settings") if isinstance(mcmc.get("settings"), Mapping) else {}
+    mc = [v for v in verdicts if v.claim.id not in EXACT_CLAIMS]
+    if not mcmc or not st or not mc:
+        return ""
+    undecided = sum(v.verdict == kit.INCONCLUSIVE for v in mc)
+    out = [f"Known causes (Sec. 6.6-6.8): {undecided} of the samplers' {len(mc)} verdicts are inconclusive. They rest "
+           f"on {st.get('sentences', '–')} source sentences of at most {st.get('max_source_len', '–')} tokens "
+           f"({st.get('full_sentences', '–')} in Table 6.6's full-set group) × {st.get('chains', '–')} chains, "
+           f"{st.get('sweeps', '–')} sweeps after a burn-in of {st.get('burn_in', '–')} (the thesis: ≥ 5 chains, "
+           "burn-in 7, ≥ 26 epochs, source sentences up to 20 tokens), so n above is the sentence count and the "
+           "intervals are wide: an inconclusive verdict there is this small budget, not evidence either way."]
+    tok = [(p["epoch"], p["token"]) for p in _model_curve(mcmc) if p["token"] is not None]
+    if tok and min(tok, key=lambda t: t[1])[0] == tok[-1][0]:
+        b = _finite(_get(mcmc, "model", "test_bleu_mask_predict"))
+        out.append("The CMLM every sampler reads was still improving when its epoch budget ran out (its learning "
+                   "curve above: a capped budget)" + (f"; it translates at {b:.2f} test BLEU (mask-predict)"
+                                                      if b is not None else "") + ".")
+    return " ".join(out) + "\n"
+
+
 def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
            labels: Mapping[str, str] | None = None, verdicts: Sequence[kit.Verdict] | None = None) -> str:
     """The report's Markdown; ``labels``: scheme -> the text its rows print (see the module docstring);
     ``verdicts``: :func:`report_verdicts` (None: judged without per-item statistics, so not testable)."""
     exact = _check_input("mlm_exact", exact)
     mcmc = _check_input("mcmc", mcmc)
+    found = list(verdicts) if verdicts is not None else report_verdicts(exact, mcmc, {})
     md = ["# Masked language models as energy models, sampled by Metropolis-Hastings (Goyal thesis, ch. 6): ours "
           "beside the thesis", "",
           "Chapter 6 reads an MLM as an energy network in two ways: E_raw (the sum of the MLM's raw scores of the "
@@ -1449,7 +1483,7 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
           "![Figure 6.4 analog](figure_6_4.png)", "",
           "## Table 6.6 — full test set", "", table_6_6(mcmc, labels),
           "## Mixing: R-hat and ESS per configuration", "", table_mixing(mcmc),
-          kit.findings(list(verdicts) if verdicts is not None else report_verdicts(exact, mcmc, {})),
+          kit.findings(found),
           "A claim over several comparisons (rows, settings, schemes) is a conjunction: each part's interval is "
           "printed, and the paper column judges its binding part (the comparison closest to failing in the "
           "thesis's numbers). Intervals: Sec. 6.2.3 resamples the held-out sequences (and replicates where there "
@@ -1457,7 +1491,7 @@ def readme(exact: Mapping[str, Any] | None, mcmc: Mapping[str, Any] | None,
           "resample the chains, then the source sentences (chain c of every configuration starts from the same "
           "draws), on per-sentence means over the sampling sweeps (E_norm, acceptance and novel rates: "
           "`metrics/stats/mcmc/`) or BLEU statistics (sacrebleu's, summed over the sampling sweeps; the full "
-          "set: the last states).", ""]
+          "set: the last states).", "", known_causes(mcmc, found)]
     return "\n".join(md)
 
 

@@ -11,7 +11,7 @@ from components.reports.goyal_mlm import (PAPER_SEC6_6,
                                           PAPER_TABLE6_5, PAPER_TABLE6_6, figure_6_1,
                                           figure_6_2, figure_6_3, figure_6_4, readme, report_verdicts, table_6_1, table_6_2, table_6_3, table_6_4, table_6_5, table_6_6,
                                           table_figure_6_1, table_figure_6_2, table_mixing, write_report,
-                                          cmlm_curve_text, figure_cmlm_curve)
+                                          cmlm_curve_text, figure_cmlm_curve, known_causes, EXACT_CLAIMS)
 from tests.reports.figure_checks import assert_paper_ready, legend_labels, paper_series
 
 SYNTH = ("p-1k", "p-10k", "h-1k", "h-10k", "h-1k+", "h-10k+")
@@ -315,6 +315,10 @@ def test_cmlm_learning_curve_figure_and_text(tmp_path: Path):
     assert "(4 epoch(s))" in text and "5.00 (epoch 1) → 3.25 (epoch 4)" in text
     assert "best 3.00 at epoch 3, against the unigram loss 5.40 there (gain 2.40 nats)" in text
     assert "Dev BLEU (mask-predict) 0.50 (epoch 1) → 6.50 (epoch 4); best 6.50." in text
+    assert "capped budget" not in text                       # the best epoch (3) is not the last: it stopped early
+    m["model"]["curve"][-1]["dev_token_loss"] = 2.5          # now the last epoch is the best: the budget ran out
+    assert "still falling when the 4-epoch budget ran out (a capped budget)" in cmlm_curve_text(m)
+    m["model"]["curve"][-1]["dev_token_loss"] = 3.25
     fig = figure_cmlm_curve(m)
     try:
         ax, ax_b = fig.axes                                  # loss and BLEU side by side, no twin axis
@@ -354,3 +358,24 @@ def test_cmlm_learning_curve_figure_and_text(tmp_path: Path):
     assert "dev_token_loss" not in md.split("## Table 6.1")[0]
     assert "| MH, E_norm (norm), random start |" in md.split("## Figure 6.2")[1].split("## Table 6.2")[0]
     _assert_well_formed(md)
+
+
+def test_known_causes_name_the_samplers_budget_and_count_their_inconclusive_verdicts():
+    m = _mcmc()
+    found = report_verdicts(_exact(), m, {})                     # no statistics: every claim not testable
+    mc = [v for v in found if v.claim.id not in EXACT_CLAIMS]
+    assert mc and len(mc) < len(found)
+    text = known_causes(m, found)
+    assert text.startswith(f"Known causes (Sec. 6.6-6.8): 0 of the samplers' {len(mc)} verdicts are inconclusive.")
+    assert f"rest on 8 source sentences of at most 20 tokens (100 in Table 6.6's full-set group) × 5 chains, " \
+           f"{SWEEPS} sweeps after a burn-in of {BURN}" in text
+    assert "capped budget" not in text                           # no learning curve recorded
+    # two of the samplers' verdicts made inconclusive: counted
+    undecided = [kit.Verdict(v.claim, v.scope, kit.INCONCLUSIVE) if i < 2 else v for i, v in enumerate(mc)]
+    assert f"2 of the samplers' {len(mc)} verdicts are inconclusive" in known_causes(m, undecided)
+    m["model"]["curve"] = [{"epoch": 1, "dev_token_loss": 5.0}, {"epoch": 2, "dev_token_loss": 4.0}]
+    m["model"]["test_bleu_mask_predict"] = 4.71
+    assert "still improving when its epoch budget ran out (its learning curve above: a capped budget); it " \
+           "translates at 4.71 test BLEU (mask-predict)." in known_causes(m, found)
+    assert known_causes(m, found) in readme(_exact(), m, verdicts=found)
+    assert known_causes(None, found) == "" and known_causes(m, [v for v in found if v.claim.id in EXACT_CLAIMS]) == ""
