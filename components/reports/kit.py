@@ -42,6 +42,7 @@ from typing import Literal, Sequence
 
 from components.io import write_json
 from components.metrics.significance import Interval
+from components.reports.curves import plt
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE = "reproduced", "not reproduced", "inconclusive", "not testable"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)
@@ -366,7 +367,10 @@ def finalise(verdicts: Sequence[Verdict]) -> list[Verdict]:
     for i, v in enumerate(out):
         if v.verdict == NOT_TESTABLE:
             continue
-        key = tuple(sorted(iv.fingerprint for iv in v.intervals))
+        # the same arrays scored the same way: the fingerprint, and the estimate and se (which differ
+        # when two claims read different scores of one file); either side first
+        key = tuple(sorted(f"{iv.fingerprint}:{abs(iv.estimate):.9g}:{iv.se:.9g}" if iv.fingerprint else ""
+                           for iv in v.intervals))
         if not key or not all(key):
             continue
         if key in first:
@@ -514,7 +518,6 @@ def forest_plot(verdicts: Sequence[Verdict], title: str = ""):
     ratios), so each row is drawn in units of its own interval's half-width, centred where the
     claim's threshold (its size, or zero) sits: the verdict reads off where the bar lies against the
     line at 0 (the threshold) — beyond it, reproduced; short of it, not; across it, inconclusive."""
-    from components.reports.curves import plt
     rows = []
     for v in finalise(verdicts):
         c = v.claim

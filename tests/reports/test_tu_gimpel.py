@@ -164,9 +164,15 @@ def test_yardstick_table_compares_viterbi_with_the_best_local_baseline():
     m = {"e.viterbi": {"score": 40.0}, "e.cnn.local": {"score": 30.0}, "e.blstm.local": {"score": 45.5},
          "e.cnn.infnet": {"score": 99.0}, "f.viterbi": {"score": 90.0}, "f.cnn.local": {"score": 80.0}}
     md = yardstick_table({"ner": m}, ("e", "f", "g"))
-    assert "| ner | e | 40.0 | 45.5 (blstm) | -5.5 | weaker than its local baseline by 5.5 |" in md
-    assert "| ner | f | 90.0 | 80.0 (cnn) | +10.0 | a yardstick |" in md
+    assert "| ner | e | 40.0 | 45.5 (blstm; test: no dev scores) | -5.5 | weaker than its local baseline by 5.5 |" in md
+    assert "| ner | f | 90.0 | 80.0 (cnn; test: no dev scores) | +10.0 | a yardstick |" in md
     assert "| ner | g | – | – | – | not run |" in md
+    # with the training stages' dev scores, the best baseline is chosen on dev and compared on test
+    training = {"ner": {"ner-e.cnn.local": {"best_dev_score": 50.0}, "ner-e.blstm.local": {"best_dev_score": 41.0},
+                        "ner-f.cnn.local": {"best_dev_score": 70.0}}}
+    md = yardstick_table({"ner": m}, ("e", "f"), training)
+    assert "| ner | e | 40.0 | 30.0 (cnn; dev) | +10.0 | a yardstick |" in md
+    assert "| ner | f | 90.0 | 80.0 (cnn; dev) | +10.0 | a yardstick |" in md
 
 
 # ----------------------------------------------------------------------------------------------- figure 2

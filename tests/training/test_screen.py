@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from components.data.batching import TaggingDataset
 from components.data.types import TaggedSentence
 from components.data.vocab import build_label_vocab, build_vocab
-from components.metrics.significance import load_stats, paired_bootstrap
+from components.metrics.sentence_stats import load_stats
 from components.metrics.tagging import stats_score
-from components.training.screen import interval_record, majority_tag, majority_tag_stats
+from components.training.screen import majority_tag, majority_tag_stats
 from tests.flows.conftest import tiny_root  # noqa: F401 (fixture)
 
 
@@ -39,14 +38,6 @@ def test_majority_tag_and_its_statistics():
     assert f1.tolist() == [[0, 0, 0], [0, 0, 1]] and stats_score("span_f1")(f1.sum(0)) == 0.0
     tie = _ds([_s(["B", "A"])])
     assert majority_tag(tie) == "A"                          # a tie: the first in sorted order
-
-
-def test_interval_record_round_trips_through_the_report():
-    from components.reports.goyal_2018 import _interval_of
-    rng = np.random.default_rng(0)
-    a = np.stack([rng.integers(0, 5, 50), np.full(50, 5)], 1)
-    iv = paired_bootstrap(a, a[::-1], stats_score("accuracy"), resamples=200)
-    assert _interval_of(json.loads(json.dumps(interval_record(iv)))) == iv
 
 
 def test_screen_stage_end_to_end(tiny_root, monkeypatch):  # noqa: F811
@@ -76,5 +67,9 @@ def test_screen_stage_end_to_end(tiny_root, monkeypatch):  # noqa: F811
         assert all(x["low"] <= x["estimate"] <= x["high"] and x["n"] == r["n_test"] for x in g.values())
         assert r["models"]["uni"]["encoder"] == "lstm" and r["models"]["bi"]["encoder"] == "blstm"
     assert json.loads((root / "metrics/screen.json").read_text())["tasks"].keys() == m["tasks"].keys()
+    assert not (root / "reports/stand_in_screen").exists()     # the table is the report stage's
+    from flows.stages import report_stand_in_screen
+    r = run_stage("report_stand_in_screen", report_stand_in_screen.run, params, root)
     md = (root / "reports/stand_in_screen/README.md").read_text()
     assert "| pos |" in md and "| ner |" in md and "cmudict" in md
+    assert sum(r["findings"].values()) == 2 and len(r["verdicts"]) == 2 * 4      # a premise and 3 gaps per task
