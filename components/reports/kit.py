@@ -38,9 +38,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Sequence
 
-from components.io import write_json
+from components.io import atomic_path, write_json
 from components.metrics.significance import Interval
 from components.reports.curves import plt
 
@@ -547,3 +548,17 @@ def forest_plot(verdicts: Sequence[Verdict], title: str = ""):
     ax.set_title(title or "Claims: our intervals against the claimed size")
     fig.tight_layout()
     return fig
+
+
+def write_findings(out_dir, verdicts: Sequence[Verdict], *, paper: str, scale: str) -> dict:
+    """What every report stage writes beside its README: ``verdicts.json`` (:func:`write_verdicts`)
+    and ``forest.png`` (:func:`forest_plot`), atomically; returns the stage's metrics — the adjusted
+    ``findings`` counts, the per-claim ones and every verdict's record."""
+    out = Path(out_dir)
+    vs = finalise(verdicts)
+    write_verdicts(out / "verdicts.json", vs, paper=paper, scale=scale)
+    fig = forest_plot(vs, f"{paper} ({scale} scale): our intervals against each claim's threshold")
+    with atomic_path(out / "forest.png") as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return {"findings": counts(vs), "findings_per_claim": counts(vs, adjusted=False), "verdicts": records(vs)}

@@ -219,3 +219,10 @@ def test_the_verdict_file_and_the_forest_plot(tmp_path):
     ax = fig.axes[0]
     assert len(ax.get_yticklabels()) == 4                  # 2 single intervals and 2 parts; the untestable has no bar
     assert all(math.isfinite(t) for t in ax.get_xlim())
+
+
+def test_write_findings_writes_the_files_every_report_stage_writes(tmp_path):
+    vs = [judge(BY_TWO, "pos", _iv(1.0, 5.0)), judge(BEATS, "ner", _iv(0.3, 2.0))]
+    m = kit.write_findings(tmp_path, vs, paper="demo", scale="default")
+    assert (tmp_path / "forest.png").stat().st_size > 1000 and (tmp_path / "verdicts.json").is_file()
+    assert m["findings"]["reproduced"] == 1 and len(m["verdicts"]) == 2 and m["verdicts"][0]["adjusted"] == INCONCLUSIVE
