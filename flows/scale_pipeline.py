@@ -33,18 +33,14 @@ import yaml
 from components.config import ConfigError, get_dotted, load_params, load_params_files, resolve_scale
 from components.tracking.provenance import _interp as interpolate   # the one ${...} interpolation
 from flows import dvc_deps
+from flows.studies import REPORTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE_DIR = {"study": "study"}           # scale -> the folder of its pipeline (dvc.yaml, params.yaml, products)
 
-#: paper -> the stage that writes its report (its folder: that stage's out under ``reports/``)
-PAPERS: dict[str, str] = {
-    "tu_gimpel": "report",
-    "shevchenko_osokin": "scaling",
-    "goyal_2018": "search_aware",
-    "goyal_2019": "normalisation",
-    "goyal_mlm": "mcmc",
-}
+#: paper -> the stage that writes its report (its folder: that stage's out under ``reports/``), the
+#: last of the paper's chain (``flows.studies.REPORTS``)
+PAPERS: dict[str, str] = REPORTS
 #: the root pipeline's scale-free stages: a scale's pipeline reads their outputs
 SHARED = ("fetch", "prepare")
 RUN_RECORD = "flows/run_record.py"

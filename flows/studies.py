@@ -3,7 +3,9 @@
 ``STUDIES`` maps a study to its stages. It names each stage's MLflow experiment
 (``<base.experiment>/<study>``: one experiment per study, so the UI compares a paper's runs
 without the others'), the study a report belongs to, and the task list a study's tagging stages
-share.
+share. ``REPORTS`` names the stage that writes each paper's report (``reports/<study>/``): it reads
+only the metrics, statistics and records the study's compute stages wrote, so a report or kit edit
+re-runs it and never the training; it ends the paper's chain at a scale (``flows.scale_pipeline``).
 
 **One task list per study.** The Tu & Gimpel stages (``train``, ``train_energy``, ``infnets``,
 ``approx``; ``report`` reads ``approx``'s) take their tagging tasks from one params list,
@@ -24,10 +26,19 @@ from components.config import ConfigError
 STUDIES: dict[str, tuple[str, ...]] = {
     "pipeline": ("fetch", "prepare", "bench", "headline"),
     "tu_gimpel": ("train", "train_energy", "infnets", "approx", "report"),
-    "shevchenko_osokin": ("scaling",),
-    "goyal_2018": ("screen", "search_aware"),
-    "goyal_2019": ("translator", "normalisation"),
-    "goyal_mlm": ("distil", "mlm_exact", "cmlm", "mcmc"),
+    "shevchenko_osokin": ("scaling", "report_shevchenko_osokin"),
+    "goyal_2018": ("screen", "report_stand_in_screen", "search_aware", "report_goyal_2018"),
+    "goyal_2019": ("translator", "normalisation", "report_goyal_2019"),
+    "goyal_mlm": ("distil", "mlm_exact", "cmlm", "mcmc", "report_goyal_mlm"),
+}
+
+# paper (a study of STUDIES) -> the report stage that writes reports/<paper>/ (one of the study's stages)
+REPORTS: dict[str, str] = {
+    "tu_gimpel": "report",
+    "shevchenko_osokin": "report_shevchenko_osokin",
+    "goyal_2018": "report_goyal_2018",
+    "goyal_2019": "report_goyal_2019",
+    "goyal_mlm": "report_goyal_mlm",
 }
 
 # study -> the stages whose `tasks` come from params `studies.<study>` (dvc.yaml's foreach list)

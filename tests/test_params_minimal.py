@@ -48,7 +48,8 @@ KEPT = {
     "train.models_dir", "train.plots_dir", "train_energy.models_dir", "train_energy.plots_dir",
     "infnets.energy_dir", "infnets.models_dir", "infnets.plots_dir", "approx.energy_dir", "approx.infnet_dir",
     "translator.models_dir", "distil.out_dir", "report.approx_metrics", "report.approx_stats", "report.out_dir", "headline.out_dir", "screen.stats_dir",
-    "screen.report_path", "bench.report", "bench.oracle.task", "bench.oracle.energy",
+    "report_shevchenko_osokin.out_dir", "report_goyal_2018.out_dir", "report_stand_in_screen.out_dir",
+    "report_goyal_2019.out_dir", "report_goyal_mlm.out_dir", "bench.report", "bench.oracle.task", "bench.oracle.energy",
     "bench.oracle.energy_dir", "bench.beam.task", "mlm_exact.cell.phoneme_dir",
     # task lists: dvc.yaml's foreach (one stage per task); the task catalogue prepare reads
     "studies.tu_gimpel", "prepare.tasks",
@@ -65,8 +66,7 @@ KEPT = {
     "mlm_exact.phonemes.objectives", "mlm_exact.projection.sources", "mlm_exact.projection.train_sizes",
     "mlm_exact.projection.objectives",
     "mcmc.schemes", "mcmc.groups",
-    "scaling.report_dir", "search_aware.models_dir", "search_aware.plots_dir", "search_aware.report_dir",
-    "normalisation.models_dir", "normalisation.plots_dir", "normalisation.report_dir",
+    "search_aware.models_dir", "search_aware.plots_dir", "normalisation.models_dir", "normalisation.plots_dir",
     "search_aware.tasks", "search_aware.variants", "scaling.tune.space",
 }
 

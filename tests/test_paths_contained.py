@@ -76,7 +76,7 @@ def test_a_symlink_inside_the_repository_pointing_out_is_refused(dirs):
     refused({"train": {"models_dir": "reports/link"}}, root, "train.models_dir")
 
 
-@pytest.mark.parametrize("key", ["base.prepared_dir", "base.raw_dir", "search_aware.models_dir", "scaling.report_dir",
+@pytest.mark.parametrize("key", ["base.prepared_dir", "base.raw_dir", "search_aware.models_dir", "report_goyal_2019.out_dir",
                                  "bench.report", "bench.ray.dir", "mcmc.traces", "cmlm.corpus", "approx.energy_dir",
                                  "report.approx_metrics", "headline.out_dir", "distil.out_dir"])
 def test_every_kind_of_path_key_is_checked(dirs, key):

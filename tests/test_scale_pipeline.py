@@ -35,6 +35,8 @@ def test_generated_file_is_current():
 
 
 def test_each_paper_is_one_target_ending_in_its_report_stage(study):
+    from flows.studies import REPORTS, STUDIES
+    assert PAPERS == REPORTS and all(stage in STUDIES[paper] for paper, stage in REPORTS.items())
     for paper, final in PAPERS.items():
         assert scale_pipeline.target(paper) == f"study/dvc.yaml:{final}"
         assert final in study
@@ -47,11 +49,11 @@ def test_each_paper_is_one_target_ending_in_its_report_stage(study):
 def test_chains_stop_at_the_shared_data_stages(merged):
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     chains = scale_pipeline.chains(stages, merged)
-    assert chains["goyal_mlm"] == ["translator", "distil", "mlm_exact", "cmlm", "mcmc"]
-    assert chains["goyal_2019"] == ["translator", "normalisation"]
+    assert chains["goyal_mlm"] == ["translator", "distil", "mlm_exact", "cmlm", "mcmc", "report_goyal_mlm"]
+    assert chains["goyal_2019"] == ["translator", "normalisation", "report_goyal_2019"]
     assert chains["tu_gimpel"] == ["train_energy", "infnets", "approx", "report"]
-    assert chains["shevchenko_osokin"] == ["scaling"]
-    assert chains["goyal_2018"] == ["search_aware"]
+    assert chains["shevchenko_osokin"] == ["scaling", "report_shevchenko_osokin"]
+    assert chains["goyal_2018"] == ["search_aware", "report_goyal_2018"]
     for chain in chains.values():
         assert not set(chain) & set(scale_pipeline.SHARED)
 
@@ -216,3 +218,19 @@ def test_code_default_reads_the_section_dataclass():
         code_default("scaling.no_such_key")
     with pytest.raises(KeyError):
         code_default("no_such_section.key")
+
+
+
+def test_a_report_or_kit_edit_reruns_report_stages_only(study):
+    """Only the report stages (and the headline, root only) depend on the report kit or a paper's
+    report module: a report or kit edit never re-runs a compute stage, at either scale
+    (``components/reports/curves.py``, the learning-curve figures, is the training loops' too)."""
+    from flows.studies import REPORTS
+    reports = set(REPORTS.values()) | {"report_stand_in_screen", "headline"}
+    root = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for prefix, stages in (("", root), ("../", study)):
+        for name, body in _bodies(stages):
+            uses = {d[len(prefix):] for d in body.get("deps") or []
+                    if isinstance(d, str) and d.startswith(f"{prefix}components/reports/")}
+            assert name in reports or uses <= {"components/reports/curves.py"}, (prefix, name, uses)
+        assert set(REPORTS.values()) <= set(stages)

@@ -79,7 +79,7 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *, tokeniz
 
 def sentence_stats(hypotheses: Sequence[str], references: Sequence[str], *, tokenize: str = "13a") -> np.ndarray:
     """Per-sentence BLEU sufficient statistics ``[n, 10]`` in sacrebleu's layout (``sys_len,
-    ref_len, correct_1..4, total_1..4``; ``components.metrics.significance.BLEU_COLUMNS``): their
+    ref_len, correct_1..4, total_1..4``; ``components.metrics.sentence_stats.BLEU_COLUMNS``): their
     sum scored by ``significance.bleu_score()`` is :func:`corpus_bleu`'s score, and resampling their
     rows is Koehn's paired bootstrap."""
     hyps, refs = _check(hypotheses, references, "sentence_stats")

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from components.metrics.significance import f1_score, ratio_score
+from components.metrics.sentence_stats import f1_score, ratio_score
 
 
 def _split(tag: str) -> tuple[str, str]:
@@ -92,7 +92,7 @@ def sentence_stats(metric: str, gold: Sequence[Sequence[str]], pred: Sequence[Se
     tokens]`` (:data:`ACCURACY_COLUMNS`), ``span_f1`` -> ``[tp, predicted, gold]`` spans
     (:data:`SPAN_F1_COLUMNS`). Summed over sentences and scored by :func:`stats_score` they give
     :func:`tagging_scores`'s ``score``; the paired bootstrap resamples their rows
-    (``components.metrics.significance``)."""
+    (``components.metrics.sentence_stats``)."""
     rows = []
     for i, (g, p) in enumerate(zip(gold, pred, strict=True)):
         if len(g) != len(p):

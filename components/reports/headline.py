@@ -16,8 +16,9 @@ Key suffixes name the task's metric (``_acc``: accuracy, ``_f1``: span F1, ``_bl
 metric's own name; ``_score`` when the file names none); ``_speedup``: a median ratio baseline time /
 our time. ``findings.<verdict>`` (``<study>.<verdict>`` in the file, see :func:`build`): how many
 of the report's verdicts have that word of the report kit's vocabulary (``reproduced``,
-``not_reproduced``, ``inconclusive``, ``not_testable``; ``components.reports.kit``), as the stage
-that wrote the report counted them (``findings`` in its metrics file).
+``not_reproduced``, ``inconclusive``, ``not_testable``; ``components.reports.kit``), as the report
+stage counted them (``findings`` in its metrics file: ``metrics/report.json`` for Tu & Gimpel,
+``metrics/report_<study>.json`` for the others).
 
 Where each key comes from (``T`` = task, ``E`` = the Table 6 energy ``approx.energy``, ``A`` =
 ``approx.arch[T]``):
@@ -39,7 +40,8 @@ the bench measured it:
 - ``T.infnet_search_error``: ``T["E.A.infnet_search_error"]`` (the task's inference network)
 - ``findings.*``: ``metrics/report.json`` ``findings``
 
-``shevchenko_osokin`` (Shevchenko & Osokin) — ``metrics/scaling.json``; per task of its ``results``
+``shevchenko_osokin`` (Shevchenko & Osokin) — ``metrics/report_shevchenko_osokin.json`` (the report
+stage's: the runs' per-cell ``results`` and the ``findings``); per task of its ``results``
 (``task/objective/procedure`` keys) and its objective ``O``: the first of
 ``components.reports.shevchenko_osokin.OBJECTIVES`` with a ``joint`` run (cross-entropy first):
 
@@ -49,26 +51,27 @@ the bench measured it:
 - ``findings.*``: ``findings``
 
 ``goyal_2018`` (Goyal et al. 2018; thesis ch. 3) — ``metrics/search_aware.json``, per task of ``tasks``
-(variants that failed to train are left out):
+(variants that failed to train are left out), and ``metrics/report_goyal_2018.json``:
 
 - ``T.ce_greedy_<m>``, ``T.ce_beam_<m>``: ``tasks.T.variants.ce.test.greedy`` / ``.beam``
 - ``T.search_aware_beam_<m>``: ``test.beam`` of the search-aware variant (``dl_*``, ``hinge_*``) with the best ``dev.beam``
 - ``T.relaxed_ss_greedy_<m>``: ``test.greedy`` of the α-soft scheduled-sampling variant (``dss_fixed_*``,
   ``dss_annealed_*``) with the best ``dev.greedy``
-- ``findings.*``: ``findings``
+- ``findings.*``: ``metrics/report_goyal_2018.json`` ``findings``
 
 ``goyal_2019`` (Goyal, Dyer & Berg-Kirkpatrick 2019) — ``metrics/translator.json``,
-``metrics/normalisation.json``; ``I`` = ``regular`` or ``sn`` (``self_normalised``) initialisation;
+``metrics/normalisation.json``, ``metrics/report_goyal_2019.json``; ``I`` = ``regular`` or ``sn``
+(``self_normalised``) initialisation;
 rows that failed to train are left out:
 
 - ``translator.test_bleu``: ``metrics/translator.json`` ``test.beam.bleu``
 - ``tagging.uni.I.local_<m>``, ``tagging.uni.I.global_<m>``: ``tagging.rows.lstm.<init>.local.test`` / ``.global.test``
   (the unidirectional encoder, where the paper's label-bias claims are)
 - ``mt.I.local_bleu``, ``mt.I.global_bleu``: ``translation.rows.<init>.local.test`` / ``.global.test``
-- ``findings.*``: ``findings`` of ``metrics/normalisation.json``
+- ``findings.*``: ``findings`` of ``metrics/report_goyal_2019.json``
 
 ``goyal_mlm`` (Goyal's thesis, ch. 6) — ``metrics/cmlm.json``, ``metrics/distil.json``,
-``metrics/mcmc.json``; ``S`` = ``mh_raw``, ``mh_norm`` or ``gibbs`` (MH
+``metrics/mcmc.json``, ``metrics/report_goyal_mlm.json``; ``S`` = ``mh_raw``, ``mh_norm`` or ``gibbs`` (MH
 with E_raw, MH with E_norm, degenerate Gibbs: the runs' schemes ``raw``, ``norm``, ``deg``):
 
 - ``cmlm.test_bleu``, ``cmlm.dev_bleu``: ``test_bleu_mask_predict.bleu`` / ``dev_bleu_mask_predict.bleu``
@@ -77,7 +80,8 @@ with E_raw, MH with E_norm, degenerate Gibbs: the runs' schemes ``raw``, ``norm`
   (Figure 6.2, proposal temperature 1)
 - ``full.S.bleu_final``: the ``runs`` entry named ``full/<scheme>``: ``bleu_final`` (Table 6.6)
 - ``full.mask_predict.bleu``: ``baselines.mask_predict.bleu`` (Table 6.6)
-- ``findings.*``: ``findings`` of ``metrics/mcmc.json`` (the report's verdicts on both files)
+- ``findings.*``: ``findings`` of ``metrics/report_goyal_mlm.json`` (the report's verdicts on the
+  ``mcmc`` and ``mlm_exact`` stages' outputs)
 """
 from __future__ import annotations
 
@@ -92,10 +96,12 @@ MAX_KEYS = 20
 
 BENCH, PREPARE = "metrics/bench.json", "metrics/prepare.json"
 APPROX, REPORT = "metrics/approx/{task}.json", "metrics/report.json"
-SCALING = "metrics/scaling.json"
-SEARCH_AWARE = "metrics/search_aware.json"
+REPORT_SO = "metrics/report_shevchenko_osokin.json"
+SEARCH_AWARE, REPORT_G18 = "metrics/search_aware.json", "metrics/report_goyal_2018.json"
 TRANSLATOR, NORMALISATION = "metrics/translator.json", "metrics/normalisation.json"
+REPORT_G19 = "metrics/report_goyal_2019.json"
 CMLM, DISTIL, MCMC = "metrics/cmlm.json", "metrics/distil.json", "metrics/mcmc.json"
+REPORT_MLM = "metrics/report_goyal_mlm.json"
 
 BENCH_LABELS = 400                      # the label-set size of the kernels' targets (CCG's 400 supertags)
 DEVICES = ("cpu", "cuda")
@@ -173,8 +179,8 @@ def metric_suffix(metric: Any) -> str:
 
 
 def _file_findings(data: Data, file: str) -> dict[str, Pick]:
-    """The verdict counts the stage wrote into its metrics (``findings``: :func:`kit.counts`), one
-    key per word of the kit's vocabulary."""
+    """The verdict counts the report stage wrote into its metrics (``findings``: :func:`kit.counts`),
+    one key per word of the kit's vocabulary."""
     return {f"findings.{v.replace(' ', '_')}": at(data, file, "findings", v.replace(" ", "_")) for v in kit.VERDICTS}
 
 
@@ -255,23 +261,23 @@ def tu_gimpel(data: Data, *, tasks: Sequence[str], energy: str, arch: Mapping[st
 def shevchenko_osokin(data: Data) -> dict[str, Pick]:
     """Per task: stage and joint training's test score and the best scaling fix's, for the task's
     first objective (cross-entropy first) with a joint run; the findings counts."""
-    results = lookup(_file(data, SCALING), ("results",))
+    results = lookup(_file(data, REPORT_SO), ("results",))
     results = results if isinstance(results, Mapping) else {}
     tasks = list(dict.fromkeys(k.split("/", 1)[0] for k in results if "/" in k))
     out: dict[str, Pick] = {}
     for t in tasks:
         obj = next((o for o in OBJECTIVES if f"{t}/{o}/joint" in results), None)
         if obj is None:
-            out[f"{t}.stage"] = out[f"{t}.joint"] = out[f"{t}.best_scaled"] = _none(SCALING)
+            out[f"{t}.stage"] = out[f"{t}.joint"] = out[f"{t}.best_scaled"] = _none(REPORT_SO)
             continue
-        out[f"{t}.stage"] = at(data, SCALING, "results", f"{t}/{obj}/stage", "mean")
-        out[f"{t}.joint"] = at(data, SCALING, "results", f"{t}/{obj}/joint", "mean")
+        out[f"{t}.stage"] = at(data, REPORT_SO, "results", f"{t}/{obj}/stage", "mean")
+        out[f"{t}.joint"] = at(data, REPORT_SO, "results", f"{t}/{obj}/joint", "mean")
         fixes = [(number(lookup(results, (f"{t}/{obj}/{fix}", "mean"))), fix) for fix in FIXES]
         fixes = [(v, fix) for v, fix in fixes if v is not None]
         best = max(fixes, key=lambda x: x[0])[1] if fixes else None
-        out[f"{t}.best_scaled"] = (at(data, SCALING, "results", f"{t}/{obj}/{best}", "mean") if best
-                                   else _none(SCALING))
-    out.update(_file_findings(data, SCALING))
+        out[f"{t}.best_scaled"] = (at(data, REPORT_SO, "results", f"{t}/{obj}/{best}", "mean") if best
+                                   else _none(REPORT_SO))
+    out.update(_file_findings(data, REPORT_SO))
     return out
 
 
@@ -288,7 +294,7 @@ def goyal_2018_headline(data: Data) -> dict[str, Pick]:
         out[f"{t}.ce_beam_{sfx}"] = _if_usable(data, SEARCH_AWARE, (*base, "ce"), "test", "beam")
         out[f"{t}.search_aware_beam_{sfx}"] = _best_by_dev(data, SEARCH_AWARE, base, goyal_2018.SEARCH_AWARE, "beam")
         out[f"{t}.relaxed_ss_greedy_{sfx}"] = _best_by_dev(data, SEARCH_AWARE, base, RELAXED_SS, "greedy")
-    out.update(_file_findings(data, SEARCH_AWARE))
+    out.update(_file_findings(data, REPORT_G18))
     return out
 
 
@@ -305,7 +311,7 @@ def goyal_2019_headline(data: Data) -> dict[str, Pick]:
             out[f"tagging.uni.{i}.{row}_{tsfx}"] = _if_usable(data, NORMALISATION,
                                                               ("tagging", "rows", "lstm", init, row), "test")
             out[f"mt.{i}.{row}_{msfx}"] = _if_usable(data, NORMALISATION, ("translation", "rows", init, row), "test")
-    out.update(_file_findings(data, NORMALISATION))
+    out.update(_file_findings(data, REPORT_G19))
     return out
 
 
@@ -329,17 +335,17 @@ def goyal_mlm_headline(data: Data) -> dict[str, Pick]:
     for scheme, s in MCMC_SCHEMES.items():
         out[f"full.{s}.bleu_final"] = _mcmc_run(data, f"full/{scheme}", "bleu_final")
     out["full.mask_predict.bleu"] = at(data, MCMC, "baselines", "mask_predict", "bleu")
-    out.update(_file_findings(data, MCMC))
+    out.update(_file_findings(data, REPORT_MLM))
     return out
 
 
 HEADLINES: dict[str, Headline] = {
     "pipeline": Headline((BENCH, PREPARE), pipeline),
     "tu_gimpel": Headline((APPROX, REPORT), tu_gimpel),
-    "shevchenko_osokin": Headline((SCALING,), shevchenko_osokin),
-    "goyal_2018": Headline((SEARCH_AWARE,), goyal_2018_headline),
-    "goyal_2019": Headline((TRANSLATOR, NORMALISATION), goyal_2019_headline),
-    "goyal_mlm": Headline((CMLM, DISTIL, MCMC), goyal_mlm_headline),
+    "shevchenko_osokin": Headline((REPORT_SO,), shevchenko_osokin),
+    "goyal_2018": Headline((SEARCH_AWARE, REPORT_G18), goyal_2018_headline),
+    "goyal_2019": Headline((TRANSLATOR, NORMALISATION, REPORT_G19), goyal_2019_headline),
+    "goyal_mlm": Headline((CMLM, DISTIL, MCMC, REPORT_MLM), goyal_mlm_headline),
 }
 
 

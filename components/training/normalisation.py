@@ -66,7 +66,7 @@ def log_z_sentence_stats(scorer: Any, batches: Iterable[Any], n: int) -> np.ndar
     ``index``): the sum of log Z over the sentence's real steps, the sum of its squares and the
     number of steps (:data:`LOG_Z_COLUMNS`). Summed over sentences they give :func:`log_z_stats`'s
     mean (``sum / steps``) and variance (``sum_sq / steps - mean^2``); the paired bootstrap resamples
-    their rows (``components.metrics.significance``)."""
+    their rows (``components.metrics.sentence_stats``)."""
     was = scorer.training
     scorer.eval()
     out = np.full((n, 3), np.nan)

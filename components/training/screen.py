@@ -16,7 +16,7 @@ unidirectional (``lstm``) and a bidirectional (``blstm``) encoder and otherwise 
 seed and batches; it decodes the test set greedily and by hard beam search (decoders passed in by
 the caller) and returns each system's per-sentence statistics ``[n, d]``
 (:func:`components.metrics.tagging.sentence_stats`) and the 95% paired-bootstrap intervals
-(:func:`components.metrics.significance.paired_bootstrap`, test sentences resampled) of
+(:func:`components.metrics.significance.percentile_bootstrap`, test sentences resampled) of
 
 - ``beam_minus_greedy``: CE beam - CE greedy, unidirectional encoder (the 2019 paper's tagger);
 - ``bi_beam_minus_greedy``: the same with the bidirectional encoder (the 2018 paper's tagger);
@@ -42,7 +42,7 @@ from components.data.batching import TaggingDataset
 from components.data.tasks import TaggingTask
 from components.inference.evaluate_decoding import evaluate_decoding
 from components.metrics.run_facts import results_only
-from components.metrics.significance import Interval, paired_bootstrap
+from components.metrics.significance import Interval, percentile_bootstrap
 from components.metrics.tagging import sentence_stats, stats_columns, stats_score
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.training.loop import TrainConfig, fit
@@ -132,8 +132,8 @@ def screen_task(task: TaggingTask, *, model_cfg: Seq2SeqTaggerConfig, optim: Tra
     record["majority"] = float(score(stats["majority/constant"].sum(0)))
     boot = dict(score=score, resamples=resamples, seed=bootstrap_seed)
     record["gaps"] = {
-        "beam_minus_greedy": interval_record(paired_bootstrap(stats["uni/beam"], stats["uni/greedy"], **boot)),
-        "bi_beam_minus_greedy": interval_record(paired_bootstrap(stats["bi/beam"], stats["bi/greedy"], **boot)),
-        "bi_minus_uni": interval_record(paired_bootstrap(stats["bi/greedy"], stats["uni/greedy"], **boot)),
+        "beam_minus_greedy": interval_record(percentile_bootstrap(stats["uni/beam"], stats["uni/greedy"], **boot)),
+        "bi_beam_minus_greedy": interval_record(percentile_bootstrap(stats["bi/beam"], stats["bi/greedy"], **boot)),
+        "bi_minus_uni": interval_record(percentile_bootstrap(stats["bi/greedy"], stats["uni/greedy"], **boot)),
     }
     return {"record": record, "stats": stats, "columns": stats_columns(metric)}

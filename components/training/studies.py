@@ -165,8 +165,6 @@ class ScalingStudyConfig:
     ocr: OcrStudyConfig = OcrStudyConfig()
     tagging: TaggingStudyConfig = TaggingStudyConfig()
     snakes: GridStudyConfig = GridStudyConfig()
-    report_dir: str = "reports/shevchenko_osokin"
-    report_objective: str = "marginal_ce"           # the objective of figures 1a-1c
     # a run whose final dev score is 0 or not above its untrained model's by more than guard_min_gain
     # points (scores in %) fails (components.training.guard); off only for plumbing tests on random data.
     # 5 points: a snakes GCRF whose scaling collapsed scored 10.1-11.5 against its untrained 10 (2026-11-27),
@@ -312,7 +310,6 @@ STUDY_TASKS.register("snakes", GridStudyConfig, GridStudy, structure="grid",
 def design(cfg: ScalingStudyConfig) -> list[dict[str, Any]]:
     """The grid: one dict per (task, objective, procedure, last activation, alpha, fold, seed).
     Validates every name (tasks, objectives, procedures, methods) before any work starts."""
-    OBJECTIVES.check(cfg.report_objective, "scaling.report_objective")
     rows = []
     runnable = sorted(set(PROCEDURES) - {"fixed_alpha"})
     for kind in cfg.tasks:

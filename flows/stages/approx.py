@@ -85,7 +85,7 @@ from components.inference.study_config import ApproxStudyConfig, replicate_folde
 from components.inference.study import (gd_grid, grid_table, merge_shards, selection_stats, speed, speed_repeats,
                                         subset, tune_on_dev)
 from components.metrics.correlation import spearman
-from components.metrics.significance import save_stats
+from components.metrics.sentence_stats import save_stats
 from components.metrics.tagging import stats_columns
 from components.seeds import seed_for
 from components.training.infnet import variant_name

@@ -1,5 +1,6 @@
 """Stage ``mcmc``: masked LMs as energies, sampled by many parallel Metropolis–Hastings chains
-(thesis ch. 6, Sec. 6.6–6.8), and the chapter's report ``reports/goyal_mlm/``.
+(thesis ch. 6, Sec. 6.6–6.8); the chapter's report ``reports/goyal_mlm/`` is the stage
+``report_goyal_mlm``, which reads what this stage (and ``mlm_exact``) writes.
 
 The conditional MLM of the ``cmlm`` stage is read as two energies (E_raw, E_norm) and sampled, for
 the test verses whose source has at most ``mcmc.data.max_source_words`` words (the thesis: 20), at
@@ -45,15 +46,14 @@ and subsamples ``("cmlm", "data")``, the ``cmlm`` stage's own.
 Outputs: ``data/mcmc/traces.parquet`` (one row per run, sweep, chain and sentence: energy, E_norm,
 accepted, novel, Hamming distance to the start, text, sentence BLEU; also logged to MLflow),
 ``metrics/mcmc.json`` (per configuration: means over the sampling sweeps, per-sweep curves, corpus
-BLEU, R-hat / ESS of the energy traces; the baselines; the report's ``findings`` counts and
-``verdicts``), the per-chain, per-sentence statistics of every configuration under
+BLEU, R-hat / ESS of the energy traces; the baselines; ``labels``: each scheme's label, as the
+report prints it), the per-chain, per-sentence statistics of every configuration under
 ``metrics/stats/mcmc/`` (``components.inference.mcmc.traces.sentence_stats``, written by
-``components.metrics.significance.save_stats``; systems are the configurations' names, ``[chains,
+``components.metrics.sentence_stats.save_stats``; systems are the configurations' names, ``[chains,
 sentences, d]``): ``bleu.npz`` (BLEU statistics over the sampling sweeps, short set), ``e_norm.npz``
 (also ``<name>@early`` / ``<name>@late``: the first / last third of the sampling sweeps),
 ``accept.npz``, ``novel.npz`` (``[mean, 1]`` columns) and ``bleu_full.npz`` (the ``full`` set's last
-states, with ``mask_predict`` and ``warm_start`` repeated over the chains), and the report, which also
-reads ``metrics/mlm_exact.json`` and ``metrics/stats/mlm_exact/``.
+states, with ``mask_predict`` and ``warm_start`` repeated over the chains).
 """
 from __future__ import annotations
 
@@ -79,10 +79,8 @@ from components.inference.mcmc.traces import RATE_COLUMNS, run_traced, sentence_
     trace_rows
 from components.io import atomic_path
 from components.metrics.bleu import sentence_stats as bleu_sentence_stats
-from components.metrics.significance import BLEU_COLUMNS, load_stats, save_stats
+from components.metrics.sentence_stats import BLEU_COLUMNS, save_stats
 from components.models.mlm import load_cmlm
-from components.reports.goyal_mlm import report_verdicts, write_report
-from components.reports.kit import counts
 from components.seeds import seed_for
 from components.training.cmlm import decode_bleu, predict_lengths
 from flows.parallel import sharded_map
@@ -172,10 +170,7 @@ class MCMCStageConfig:
     resources: ResourcesConfig = ResourcesConfig(cpu=1, gpu="auto")
     model_dir: str = "models/cmlm"
     traces: str = "data/mcmc/traces.parquet"
-    exact_metrics: str = "metrics/mlm_exact.json"
-    exact_stats: str = "metrics/stats/mlm_exact"     # the mlm_exact stage's per-sequence statistics
     stats_dir: str = "metrics/stats/mcmc"
-    report_dir: str = "reports/goyal_mlm"
 
     def __post_init__(self):
         check_range(self, positive=("chains", "sweeps", "shard_sentences"), nonnegative=("burn_in", "max_rows"),
@@ -235,7 +230,7 @@ def design(cfg: MCMCStageConfig, samplers: Any = SAMPLERS) -> list[dict[str, Any
 
 
 def labels(cfg: MCMCStageConfig) -> dict[str, str]:
-    """The report's label of each scheme."""
+    """The report's label of each scheme (``labels`` in the metrics: the report prints them)."""
     return {name: s.label or name for name, s in cfg.schemes.items()}
 
 
@@ -405,8 +400,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             by_key[row["run"]].append(row)
     refs = dict(zip(vids, refs_all))
     summaries = {key: summarise_run(by_key[key], refs, burn_in=cfg.burn_in) for key in unique}
-    stats_files = _save_stats(ctx.path(cfg.stats_dir), cfg, runs, by_key, refs,
-                              {name: [vids[i] for i in idx] for name, idx in sets.items()}, baseline_stats["full"])
+    _save_stats(ctx.path(cfg.stats_dir), cfg, runs, by_key, refs,
+                {name: [vids[i] for i in idx] for name, idx in sets.items()}, baseline_stats["full"])
     out_runs = []
     for r in runs:
         s = summaries[_key(r)]
@@ -435,20 +430,11 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         "runs": out_runs,
         "baselines": baselines["full"],
         "baselines_short": baselines["short"],
+        "labels": labels(cfg),
         "sampling_minutes": (time.perf_counter() - t0) / 60.0,
     }
     ctx.tracker.log_metrics({f"{r['name']}.{k}": r[k] for r in out_runs for k in ("e_norm", "accept", "novel", "bleu")
                              if isinstance(r.get(k), (int, float))})
-    exact_path = ctx.path(cfg.exact_metrics)
-    exact = json.loads(exact_path.read_text()) if exact_path.exists() else None
-    stats = {**{f"mcmc/{k}": load_stats(p) for k, p in stats_files.items()},
-             **{f"mlm_exact/{p.stem}": load_stats(p) for p in sorted(ctx.path(cfg.exact_stats).glob("*.npz"))}}
-    verdicts = report_verdicts(exact, metrics, stats)
-    metrics["findings"] = counts(verdicts)
-    metrics["verdicts"] = [v.record() for v in verdicts]
-    files = write_report(exact, metrics, ctx.path(cfg.report_dir), labels=labels(cfg), verdicts=verdicts)
-    for p in files.values():
-        ctx.tracker.log_artifact(Path(p), "goyal_mlm")
     return metrics
 
 

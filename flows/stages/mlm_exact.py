@@ -23,7 +23,7 @@ high-entropy HMMs share their draws. The grid's fingerprint: ``("mlm_exact", "gr
 Outputs ``metrics/mlm_exact.json`` in the schema ``components.reports.goyal_mlm`` reads
 (``table`` rows with each objective's mean and sd over seeds, ``figure``, ``settings``) and the
 per-test-sequence statistics of every trained model under ``metrics/stats/mlm_exact/``
-(``components.metrics.significance.save_stats``, columns ``[value, 1]``, ``[replicates, test
+(``components.metrics.sentence_stats.save_stats``, columns ``[value, 1]``, ``[replicates, test
 sequences, 2]``; the resampling unit is the held-out sequence, paired across the objectives and
 sizes of a replicate because they share its test set): ``<row>.npz`` per Table 6.1 row (systems
 ``<objective>:nll`` / ``:neg_pll`` / ``:neg_mlm`` and ``true:nll``) and ``figure.npz`` (Figure 6.1:
@@ -46,7 +46,7 @@ import torch
 
 from components.config import BaseConfig, ConfigError, ResourcesConfig, check_range, load_section
 from components.io import npz_bytes
-from components.metrics.significance import save_stats
+from components.metrics.sentence_stats import save_stats
 from components.seeds import seed_for
 from components.training.mlm_exact import (CELL_SOURCES, EXACT_OBJECTIVES, TEACHER_OBJECTIVES, CellConfig,
                                            ProjectionConfig, run_cell, run_projection)

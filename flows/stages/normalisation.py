@@ -1,6 +1,6 @@
 """``normalisation`` stage: local vs global normalisation under search-aware training (Goyal, Dyer &
-Berg-Kirkpatrick 2019; thesis ch. 5), on tagging and on Greek->English translation; report in
-``reports/goyal_2019``.
+Berg-Kirkpatrick 2019; thesis ch. 5), on tagging and on Greek->English translation; its report is the
+stage ``report_goyal_2019`` (``reports/goyal_2019``), which reads what this stage writes.
 
 Two Ray Tune grids, one trial per configuration (both cores busy):
 
@@ -28,9 +28,8 @@ outputs; the subword vocabularies), ``metrics/stats/normalisation/`` (every scor
 per-sentence statistics, ``[seeds, n, d]`` with several seeds: ``tagging.npz`` / ``translation.npz``
 on test, ``translation_dev.npz`` on dev, ``tagging_log_z.npz`` / ``translation_log_z.npz`` each
 initialiser's per-sentence log Z on dev, ``translation_dev_source_length.npz``; the findings' input),
-``metrics/normalisation.json`` (the report's input, see ``components.reports.goyal_2019``, with the
-findings' ``findings`` counts and ``verdicts``), ``plots/normalisation/<part>.json`` (training
-curves) and the report.
+``metrics/normalisation.json`` (the report's input, see ``components.reports.goyal_2019``) and
+``plots/normalisation/<part>.json`` (training curves).
 """
 from __future__ import annotations
 
@@ -53,13 +52,11 @@ from components.inference.evaluate_translation import evaluate_translation
 from components.inference.registry import INFERENCE
 from components.io import npz_bytes, write_json
 from components.metrics.bleu import bleu_by_source_length, corpus_bleu
-from components.metrics.significance import BLEU_COLUMNS, save_stats
+from components.metrics.sentence_stats import BLEU_COLUMNS, save_stats
 from components.metrics.tagging import stats_columns
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.models.translator import AttentionTranslator, TranslatorConfig
 from components.recipes import recipe
-from components.reports import kit
-from components.reports.goyal_2019 import bucket_key, load_stats_dir, verdicts, write_report
 from components.seeds import seed_for
 from components.training.loop import TrainConfig, fit
 from components.training.normalisation import LOG_Z_COLUMNS, centre_log_z, log_z_sentence_stats, log_z_stats
@@ -157,7 +154,6 @@ class NormalisationConfig:
     decode_alpha: float = 10.0
     models_dir: str = "models/normalisation"
     plots_dir: str = "plots/normalisation"
-    report_dir: str = "reports/goyal_2019"
     search: SearchConfig = SearchConfig()
     tagging: TaggingPart = TaggingPart()
     translation: TranslationPart = TranslationPart()
@@ -467,6 +463,12 @@ def _over_seeds(runs: list[dict[str, Any]], key: str) -> np.ndarray:
 _DECODING = {"pretrain_greedy": "greedy", "pretrain_beam": "beam", "local": "soft_beam", "global": "soft_beam"}
 
 
+def _bucket_key(label: str) -> str:
+    """A source-length bucket's key in the metrics, as MLflow accepts it: the label of
+    :func:`components.metrics.bleu.bleu_by_source_length` with ``+`` spelled out ("40+" -> "40-inf")."""
+    return label.replace("+", "-inf")
+
+
 def _save_part_stats(stats_dir: Path, part: str, encoders: list[str], pre, search, columns: tuple[str, ...],
                      ss: Any = (), splits: tuple[str, ...] = ("test",)) -> None:
     """Every system's per-sentence statistics of ``part``: ``<part>.npz`` (test; ``<part>_dev.npz`` for
@@ -653,7 +655,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             h = hyps(f"self_normalised/{row}", "dev")
             b = corpus_bleu(h, refs_dev)
             breakdown[row] = {"bleu": b.score, "precisions": list(b.precisions), "bp": b.bp, "ratio": b.ratio}
-            by_length[row] = {bucket_key(k_): v["bleu"] for k_, v in           # keys MLflow accepts
+            by_length[row] = {_bucket_key(k_): v["bleu"] for k_, v in           # keys MLflow accepts
                               bleu_by_source_length(h, refs_dev, list(mt.dev.src_lengths)).items()}
         signature = corpus_bleu(hyps("regular/pretrain_beam", "test"), mt.test.references).signature
         ctx.tracker.log_params({"translation.bleu_signature": signature, "translation.src_vocab": len(mt.src_vocab),
@@ -681,12 +683,6 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     for part, c in curves.items():
         if c:
             write_json(ctx.path(cfg.plots_dir) / f"{part}.json", c)
-    found = verdicts(metrics, load_stats_dir(stats_dir))
-    metrics["findings"] = kit.counts(found)
-    metrics["verdicts"] = [v.record() for v in found]
-    files = write_report(metrics, ctx.path(cfg.report_dir), found)
-    for path in files.values():
-        ctx.tracker.log_artifact(Path(path), "report")
     return metrics
 
 

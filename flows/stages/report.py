@@ -12,7 +12,7 @@ from typing import Any
 
 from components.config import load_section
 from components.io import atomic_path, write_text
-from components.metrics.significance import load_stats
+from components.metrics.sentence_stats import load_stats
 from components.reports.curves import close
 from components.inference.study_config import ApproxStudyConfig
 from components.reports.tu_gimpel import TaskData, findings, findings_record, report

@@ -19,14 +19,13 @@ jointly on the first test fold's training folds and scores it on the validation 
 (``tuned``), in ``metrics/scaling.json`` (``tuned``) and logged to ``sweep/scaling`` (params
 ``tuned.<task>.<method>.<key>``, metrics ``tuned_dev.<task>.<method>``).
 
-The stage writes ``reports/shevchenko_osokin/`` (README with the findings and the Table 1 / Table 2
-analogs beside the paper's numbers, figures 1a-1c, ``records.json`` with every run),
-``metrics/scaling.json`` (``findings``: the verdict counts, ``verdicts``: each verdict with its
-interval; ``results``: per cell mean/std and the counts again) and, per task, the per-item
-statistics every verdict's interval rests on (``metrics/stats/scaling/<task>.npz``: test items;
+The stage writes what the report (stage ``report_shevchenko_osokin``) reads: every run's record
+(``metrics/stats/scaling/records.json``: settings, scores, histories, tuned values), ``metrics/scaling.json``
+(the design, the tuned settings, ``failed``: each failed run with its error) and, per task, the
+per-item statistics every verdict's interval rests on (``metrics/stats/scaling/<task>.npz``: test items;
 ``<task>_train.npz``: the training subset D; ``<task>_log_ratio.npz``: log10 ||U||/||W|| on D), one
 system per (objective, procedure[, sigmoid][, fixed alpha]), folds concatenated, replicates stacked
-(``components.reports.shevchenko_osokin.stats_systems``).
+(``components.metrics.scaling_stats.stats_systems``).
 ``base.scale: paper`` switches to all nine folds, eight seeds, the full data and all objectives.
 """
 from __future__ import annotations
@@ -40,22 +39,22 @@ from typing import Any
 import torch
 
 from components.config import BaseConfig, ConfigError, ResourcesConfig, load_section, resolve_device
-from components.io import write_json, write_text
-from components.metrics.significance import save_stats
-from components.reports import kit
-from components.reports import shevchenko_osokin as report
+from components.io import write_json
+from components.metrics.scaling_stats import stats_file, stats_systems
+from components.metrics.sentence_stats import save_stats
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn
 from components.training.studies import ScalingStudyConfig, design, missing_inputs, train_and_evaluate
 from components.training.structured import PHASES
 from flows.ray_runtime import epoch_bar, report_final
 from flows.search_space import check_sweep_space, distinct_trials, with_values
-from flows.stages.common import StageContext, main, numeric
+from flows.stages.common import StageContext, main
 from flows.sweeps import SweepConfig, run_sweep
 from flows.tuning import run_grid, tune_in_trial
 
 TUNABLE = ("offline", "offline_reg", "temperature")     # the methods whose settings S&O tune on validation
 STATS_DIR = "metrics/stats/scaling"      # per-item statistics: <task>.npz (test), <task>_train.npz, <task>_log_ratio.npz
+RECORDS = f"{STATS_DIR}/records.json"    # every run's record (no item statistics): the report's input
 
 
 @dataclass(frozen=True)
@@ -242,38 +241,23 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                 records.append(r)
         # every run's per-item statistics, stacked per system (folds, replicates), one file set per task
         stats_dir = ctx.path(STATS_DIR)
-        for task, kinds in report.stats_systems(records).items():
+        for task, kinds in stats_systems(records).items():
             for kind, (columns, systems) in kinds.items():
                 if systems:
-                    save_stats(report.stats_file(stats_dir, task, kind), systems, columns)
+                    save_stats(stats_file(stats_dir, task, kind), systems, columns)
                 else:                       # every run of the task failed: no stale file from an earlier run
-                    report.stats_file(stats_dir, task, kind).unlink(missing_ok=True)
+                    stats_file(stats_dir, task, kind).unlink(missing_ok=True)
         records = [{k: v for k, v in r.items() if k != "item_stats"} for r in records]
-        stats = report.load_study_stats(stats_dir, sorted({r["task"] for r in records}))
-        verdicts = report.findings(records, stats, failed)
-        out_dir = ctx.path(cfg.report_dir)
-        write_json(out_dir / "records.json", records)
-        paths = report.write_report(records, out_dir, verdicts,
-                                    task="ocr" if "ocr" in cfg.tasks else records[0]["task"],
-                                    objective=cfg.report_objective)
-        if failed:
-            readme = paths["README.md"]
-            write_text(readme, readme.read_text() + "\n## Failed runs\n\n" + "\n".join(
-                f"- `{json.dumps(f['run'])}`: {f['error']}" for f in failed) + "\n")
-        for p in paths.values():
-            ctx.tracker.log_artifact(p, "shevchenko_osokin")
-        ctx.tracker.log_artifact(out_dir / "records.json", "shevchenko_osokin")
-        summary = report.summary(records, verdicts)
-        ctx.tracker.log_metrics(numeric(summary))
-    return {"findings": kit.counts(verdicts), "verdicts": [v.record() for v in verdicts],
-            "runs": len(grid) + len(not_run), "n_failed": len(failed), "sweep_minutes": (time.perf_counter() - t0) / 60.0,
+        write_json(ctx.path(RECORDS), records)
+        ctx.tracker.log_artifact(ctx.path(RECORDS), "shevchenko_osokin")
+    return {"runs": len(grid) + len(not_run), "n_failed": len(failed), "failed": failed,
+            "sweep_minutes": (time.perf_counter() - t0) / 60.0,
             "tune_minutes": tune_minutes,
             "tuned": {f"{kind}/{m}": {"values": {_method_key(k): v for k, v in info["values"].items()},
                                       "dev_score": info["dev_score"], "trials": len(info["trials"]),
                                       **({"did_not_learn": info["did_not_learn"]} if info.get("did_not_learn") else {})}
                       for (kind, m), info in tuned.items()},
-            "results": summary, "design": {"tasks": list(cfg.tasks), "seeds": list(cfg.seeds),
-                                           "ocr_test_folds": list(cfg.ocr.test_folds)}}
+            "design": {"tasks": list(cfg.tasks), "seeds": list(cfg.seeds), "ocr_test_folds": list(cfg.ocr.test_folds)}}
 
 
 if __name__ == "__main__":

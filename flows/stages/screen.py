@@ -9,9 +9,9 @@ the gaps the papers' premises need — CE beam − greedy, bidirectional − uni
 with their paired-bootstrap intervals.
 
 Outputs: ``metrics/screen.json`` (per task: scores, gaps with intervals; skipped tasks with the
-reason), ``metrics/stats/screen/<task>.npz`` (per-sentence statistics of ``uni/greedy``,
-``uni/beam``, ``bi/greedy``, ``bi/beam`` and the ``majority/constant`` baseline) and the table
-``screen.report_path`` (default ``reports/stand_in_screen/README.md``).
+reason) and ``metrics/stats/screen/<task>.npz`` (per-sentence statistics of ``uni/greedy``,
+``uni/beam``, ``bi/greedy``, ``bi/beam`` and the ``majority/constant`` baseline). The table
+(``reports/stand_in_screen/README.md``) is the stage ``report_stand_in_screen``'s.
 """
 from __future__ import annotations
 
@@ -23,10 +23,8 @@ from typing import Any
 from components.config import BaseConfig, ConfigError, check_range, load_section, resolve_device
 from components.data.tasks import load_tagging_task
 from components.inference.registry import INFERENCE
-from components.io import write_text
-from components.metrics.significance import save_stats
+from components.metrics.sentence_stats import save_stats
 from components.models.seq2seq import Seq2SeqTaggerConfig
-from components.reports.goyal_2018 import screen_markdown
 from components.seeds import seed_for
 from components.training.loop import TrainConfig
 from components.training.screen import screen_task
@@ -47,7 +45,6 @@ class ScreenConfig:
     eval_batch_size: int = 64
     resamples: int = 2000                 # paired-bootstrap resamples per gap
     stats_dir: str = "metrics/stats/screen"
-    report_path: str = "reports/stand_in_screen/README.md"
 
     def __post_init__(self):
         check_range(self, positive=("beam_size", "eval_batch_size", "resamples"),
@@ -104,11 +101,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         g = out["record"]["gaps"]
         line(f"screen {name}: beam - greedy {g['beam_minus_greedy']['estimate']:+.2f}, "
              f"bi - uni {g['bi_minus_uni']['estimate']:+.2f}")
-    metrics = {"beam_size": cfg.beam_size, "max_train_sentences": cfg.max_train_sentences,
-               "epochs": cfg.optim.epochs, "tasks": tasks, "skipped": skipped}
-    write_text(ctx.path(cfg.report_path), screen_markdown(metrics))
-    ctx.tracker.log_artifact(ctx.path(cfg.report_path), "goyal_2018")
-    return metrics
+    return {"beam_size": cfg.beam_size, "max_train_sentences": cfg.max_train_sentences,
+            "epochs": cfg.optim.epochs, "tasks": tasks, "skipped": skipped}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """``search_aware`` stage: search-aware training of seq2seq taggers (Goyal et al. 2018; Goyal
-thesis ch. 3-4), decoded greedily, by hard beam and by soft beam; report in ``reports/goyal_2018``.
+thesis ch. 3-4), decoded greedily, by hard beam and by soft beam; its report is the stage
+``report_goyal_2018`` (``reports/goyal_2018``), which reads what this stage writes.
 
 Every (task, variant, seed) is one Ray Tune trial of one grid (both cores busy, one trial start
 per configuration); inside a trial a seeded Optuna study tunes the variant's ``space`` (learning
@@ -13,11 +14,10 @@ every other variant — the relaxed-beam objectives start from the CE model of t
 Outputs: ``models/search_aware/<task>/<variant>/`` (the best seed, with its recipe; the CE model of
 every seed under ``warm_start/``),
 ``metrics/search_aware.json`` (per task and variant: the dev-tuned settings and the mean / std
-over seeds of each decoding's dev and test score; top-level ``findings``, the kit's verdict counts,
-and ``verdicts``, each verdict as data), ``metrics/stats/search_aware/<task>.npz`` (the per-sentence
-test statistics of every ``<variant>/<decoding>``, ``[seeds, n, d]`` with several replicates, and the
-``majority/constant`` baseline: the inputs of every verdict's paired-bootstrap interval),
-``plots/search_aware/<task>.json`` (training curves of the best seed) and the report.
+over seeds of each decoding's dev and test score), ``metrics/stats/search_aware/<task>.npz`` (the
+per-sentence test statistics of every ``<variant>/<decoding>``, ``[seeds, n, d]`` with several
+replicates, and the ``majority/constant`` baseline: the inputs of every verdict's paired-bootstrap
+interval) and ``plots/search_aware/<task>.json`` (training curves of the best seed).
 
 Did-not-learn guard (as ``scaling`` and the studies treat such runs: recorded as failed, the stage
 goes on): a variant whose dev score is 0, or whose mean test score under the decoding it is trained
@@ -49,10 +49,8 @@ from components.io import npz_bytes, write_json
 from components.metrics.run_facts import results_only
 from components.models.seq2seq import Seq2SeqTagger, Seq2SeqTaggerConfig
 from components.recipes import recipe
-from components.metrics.significance import load_stats, save_stats
+from components.metrics.sentence_stats import save_stats
 from components.metrics.tagging import stats_columns, stats_score
-from components.reports import kit
-from components.reports.goyal_2018 import findings, write_report
 from components.seeds import seed_for
 from components.training.guard import DidNotLearn, check_learned
 from components.training.loop import TrainConfig, fit
@@ -99,7 +97,6 @@ class SearchAwareConfig:
     models_dir: str = "models/search_aware"
     plots_dir: str = "plots/search_aware"
     stats_dir: str = "metrics/stats/search_aware"    # <task>.npz: test statistics of every <variant>/<decoding>
-    report_dir: str = "reports/goyal_2018"
 
     def __post_init__(self):
         check_range(self, positive=("beam_size", "decode_alpha", "eval_batch_size", "max_concurrent"),
@@ -346,7 +343,6 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
                          resources=cfg.resources)
 
     metrics: dict[str, Any] = {"tasks": {}}
-    stats: dict[str, Any] = {}
     for task in cfg.tasks:
         t = load_tagging_task(ctx.path(ctx.base.prepared_dir) / task,
                               max_train_sentences=cfg.max_train_sentences.get(task, 0),
@@ -376,19 +372,9 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
             if r["run"]["task"] == task and r["run"]["variant"] == "ce":
                 copy_checkpoint(_warm_start(ctx.work, task, r["run"]["seed"]), _warm_start(models, task, r["run"]["seed"]))
         metrics["tasks"][task] = entry
-        path = ctx.path(cfg.stats_dir) / f"{task}.npz"
-        save_stats(path, systems, stats_columns(t.metric))
-        stats[task] = load_stats(path)            # the verdicts rest on what the file holds
-    for task, entry in metrics["tasks"].items():
-        write_json(ctx.path(cfg.plots_dir) / f"{task}.json", entry["curves"])
-    verdicts = findings(metrics, stats)
-    files = write_report(metrics, ctx.path(cfg.report_dir), stats, verdicts)
-    for path in files.values():
-        ctx.tracker.log_artifact(Path(path), "report")
-    for task, entry in metrics["tasks"].items():
-        entry.pop("curves")
-    metrics["findings"] = kit.counts(verdicts)
-    metrics["verdicts"] = [v.record() for v in verdicts]
+        save_stats(ctx.path(cfg.stats_dir) / f"{task}.npz", systems, stats_columns(t.metric))
+    for task, entry in metrics["tasks"].items():      # the curves: plots/, not the metrics
+        write_json(ctx.path(cfg.plots_dir) / f"{task}.json", entry.pop("curves"))
     return metrics
 
 

@@ -305,10 +305,11 @@ def test_run_prints_and_runs_dvc_repro(capsys):
 def test_report_finds_the_stage_of_each_paper(capsys):
     code, out, _ = _run(capsys, "report", "--list", "--root", REPO)
     papers = dict(line.split("\t")[:2] for line in out.splitlines())
-    assert papers["tu_gimpel"] == "report" and papers["goyal_mlm"] == "mcmc"
-    assert papers["shevchenko_osokin"] == "scaling" and papers["goyal_2019"] == "normalisation"
+    assert papers["tu_gimpel"] == "report" and papers["goyal_mlm"] == "report_goyal_mlm"
+    assert papers["shevchenko_osokin"] == "report_shevchenko_osokin" and papers["goyal_2019"] == "report_goyal_2019"
+    assert papers["goyal_2018"] == "report_goyal_2018" and papers["stand_in_screen"] == "report_stand_in_screen"
     code, _, err = _run(capsys, "report", "tu_gimpel", "goyal_mlm", "--dry-run", "--root", REPO)
-    assert code == 0 and _cmd(err)[1:] == ["repro", "report", "mcmc"]
+    assert code == 0 and _cmd(err)[1:] == ["repro", "report", "report_goyal_mlm"]
     code, _, err = _run(capsys, "report", "nope", "--dry-run", "--root", REPO)
     assert code == 2 and "no dvc.yaml stage writes reports/nope/" in err
 

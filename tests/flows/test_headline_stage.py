@@ -13,6 +13,7 @@ import yaml
 
 from components.config import ConfigError, load_params
 from components.reports import headline as H
+from components.reports import kit
 from components.tracking import NullTracker
 from flows.stages import headline
 from flows.stages.common import run_stage, stage_params
@@ -82,7 +83,7 @@ def test_spot_checks_against_the_detailed_files(root):
     assert tg["pos.infnet_search_error"] == approx["blstm_crf_plus.cnn.infnet_search_error"]
     assert {k[len("tu_gimpel."):]: v for k, v in tg.items() if k.startswith("tu_gimpel.")} == \
         load("metrics/report.json")["findings"]
-    so, res = _read(root, "shevchenko_osokin"), load("metrics/scaling.json")["results"]
+    so, res = _read(root, "shevchenko_osokin"), load("metrics/report_shevchenko_osokin.json")["results"]
     assert so["ocr.joint"] == res["ocr/marginal_ce/joint"]["mean"]
     assert so["ocr.best_scaled"] == max(res[f"ocr/marginal_ce/{f}"]["mean"] for f in ("online", "offline", "offline_reg"))
     g18, sa = _read(root, "goyal_2018"), load("metrics/search_aware.json")["tasks"]["ner"]["variants"]
@@ -93,6 +94,12 @@ def test_spot_checks_against_the_detailed_files(root):
     assert g19["translator.test_bleu"] == load("metrics/translator.json")["test"]["beam"]["bleu"]
     rows = load("metrics/normalisation.json")["translation"]["rows"]
     assert g19["mt.sn.global_bleu"] == rows["self_normalised"]["global"]["test"]
+    # every study's verdict counts are its report stage's (one per word of the kit's vocabulary)
+    for study, file in (("goyal_2018", "report_goyal_2018"), ("goyal_2019", "report_goyal_2019"),
+                        ("goyal_mlm", "report_goyal_mlm"), ("shevchenko_osokin", "report_shevchenko_osokin")):
+        counts = load(f"metrics/{file}.json")["findings"]
+        assert {k[len(study) + 1:]: v for k, v in _read(root, study).items() if k.startswith(f"{study}.")} == \
+            {w.replace(" ", "_"): counts[w.replace(" ", "_")] for w in kit.VERDICTS}, study
     mlm, mcmc = _read(root, "goyal_mlm"), load("metrics/mcmc.json")
     main_raw = next(r for r in mcmc["runs"] if r["name"] == "main/raw")
     assert (mlm["main.mh_raw.e_norm"], mlm["main.mh_raw.bleu_mean"]) == (main_raw["e_norm"], main_raw["bleu"])
@@ -112,7 +119,8 @@ def test_the_tu_gimpel_tasks_come_from_studies_tu_gimpel(root):
 
 
 @pytest.mark.parametrize("missing, stage", [("metrics/mcmc.json", "mcmc"), ("metrics/approx/ner.json", "approx@ner"),
-                                            ("metrics/report.json", "report")])
+                                            ("metrics/report.json", "report"),
+                                            ("metrics/report_goyal_2019.json", "report_goyal_2019")])
 def test_a_missing_input_is_an_error_naming_it_and_nothing_is_written(root, missing, stage):
     (root / missing).unlink()
     with pytest.raises(FileNotFoundError, match=missing.replace(".", r"\.") + rf".*`dvc repro {stage}`"):
@@ -139,12 +147,12 @@ def test_a_study_still_in_the_pipeline_must_have_its_inputs(root):
 
 
 def test_unreadable_input_and_bad_config_are_errors_naming_them(root):
-    (root / "metrics/scaling.json").write_text("{not json")
-    with pytest.raises(ValueError, match=r"metrics/scaling\.json: not readable as JSON"):
+    (root / "metrics/report_shevchenko_osokin.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"metrics/report_shevchenko_osokin\.json: not readable as JSON"):
         _run(root)
     params = _params()
     params["headline"] = {"max_keys": 5}
-    (root / "metrics/scaling.json").write_text(json.dumps({"results": {}}))
+    (root / "metrics/report_shevchenko_osokin.json").write_text(json.dumps({"results": {}}))
     with pytest.raises(ValueError, match=r"headline pipeline: \d+ keys, more than 5"):
         _run(root, params)
     params["headline"] = {"out": "x"}

@@ -24,7 +24,7 @@ from components.metrics.timing import TimingConfig
 from components.registry import Registry
 from components.reports import goyal_mlm
 from components.reports.curves import close
-from flows.stages import bench, cmlm, mcmc, mlm_exact
+from flows.stages import bench, cmlm, mcmc, mlm_exact, report_goyal_mlm
 from flows.stages.common import run_stage
 from tests.flows.test_normalisation_stage import _parallel
 
@@ -198,9 +198,15 @@ def test_cmlm_then_mcmc_write_the_model_traces_and_report_and_cmlm_fails_when_it
         assert len(frame) == distinct * cfg.chains * 2 * (steps + 1)
         assert frame["run"].nunique() == distinct
         assert set(m["baselines"]) == {"mask_predict", "warm_start"}
+        assert m["labels"] == mcmc.labels(cfg) and not {"findings", "verdicts"} & set(m)
+        assert not (root / "reports/goyal_mlm").exists()     # the report is its own stage's
+        r = run_stage("report_goyal_mlm", report_goyal_mlm.run, params, root)   # no mlm_exact run: Table 6.1 empty
         readme = (root / "reports/goyal_mlm/README.md").read_text()
-        assert "## Findings" in readme and "| claim |" in readme
+        assert "## Findings" in readme and "| claim |" in readme and cfg.schemes["deg"].label in readme
         assert (root / "reports/goyal_mlm/figure_6_2.png").exists()
+        assert json.loads((root / "metrics/report_goyal_mlm.json").read_text())["findings"] == r["findings"]
+        words = [w.replace(" ", "_") for w in goyal_mlm.kit.VERDICTS]
+        assert 0 < sum(r["findings"][w] for w in words) <= len(r["verdicts"])
 
         # a model that cannot clear the learning gate fails the trial, and so the stage
         params["cmlm"]["min_gain"] = 100.0

@@ -1,6 +1,6 @@
 """Smoke test of the `normalisation` stage (two Ray grids over tagging and translation, Optuna inside
-trials, subword vocabularies, BLEU, the report) and its configuration checks, which fail before Ray
-or any model starts."""
+trials, subword vocabularies, BLEU) and of the `report_goyal_2019` stage on its outputs, and the
+configuration checks, which fail before Ray or any model starts."""
 import json
 
 import numpy as np
@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from components.config import ConfigError
-from flows.stages import normalisation, prepare, translator
+from flows.stages import normalisation, prepare, report_goyal_2019, translator
 from flows.stages.common import run_stage
 
 GREEK = ["λόγος", "θεός", "ἦν", "ἐν", "ἀρχῇ", "καὶ", "ὁ", "πρὸς", "τὸν", "οὗτος"]
@@ -86,8 +86,11 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
     decoded = json.loads((root / "models/normalisation/translation/bilstm_attention/regular/local/decoded.json").read_text())
     assert len(decoded["test"]["soft_beam"]) == 12
     saved = json.loads((root / "metrics/normalisation.json").read_text())
-    assert saved["tagging"]["rows"] == tag["rows"]
-    assert (root / "reports/goyal_2019/README.md").exists()
+    assert saved["tagging"]["rows"] == tag["rows"] and not {"findings", "verdicts"} & set(saved)
+    assert not (root / "reports/goyal_2019").exists()        # the report is its own stage's
+    r = run_stage("report_goyal_2019", report_goyal_2019.run, params, root)
+    for f in ("README.md", "tables_2_3.png", "table_6.png", "translator_curve.png"):
+        assert (root / "reports/goyal_2019" / f).exists(), f
     # every scored system's per-sentence statistics, and the findings judged from them
     from components.metrics.significance import load_stats
     from components.reports import kit
@@ -103,8 +106,10 @@ def test_normalisation_stage_runs_both_grids_and_writes_the_report(tiny_root):
     assert load_stats(stats / "tagging_log_z.npz")["lstm/regular"].shape[-1] == 3
     assert set(load_stats(stats / "translation_log_z.npz").systems) == {"regular", "self_normalised"}
     assert load_stats(stats / "translation_dev_source_length.npz")["source"].shape == (12, 1)
-    assert saved["findings"] == m["findings"] and sum(saved["findings"].values()) == len(saved["verdicts"])
-    assert {v["verdict"] for v in saved["verdicts"]} <= set(kit.VERDICTS)
+    report = json.loads((root / "metrics/report_goyal_2019.json").read_text())
+    assert report["findings"] == r["findings"]
+    assert 0 < sum(r["findings"][w.replace(" ", "_")] for w in kit.VERDICTS) <= len(report["verdicts"])
+    assert {v["verdict"] for v in report["verdicts"]} <= set(kit.VERDICTS)
     assert set(json.loads((root / "plots/normalisation/tagging.json").read_text())) >= {"lstm/regular/global"}
 
 

@@ -1,4 +1,5 @@
-"""Smoke test of the `scaling` stage: a tiny grid over all three task kinds through Ray + MLflow."""
+"""Smoke test of the `scaling` stage (a tiny grid over all three task kinds through Ray + MLflow) and of
+the `report_shevchenko_osokin` stage, which renders the report from the scaling stage's outputs only."""
 import json
 
 import numpy as np
@@ -10,7 +11,7 @@ from components.data.types import GridExample
 from components.metrics.significance import load_stats
 from components.reports import kit
 from components.tracking.mlflow_tracker import MlflowTracker
-from flows.stages import prepare, scaling
+from flows.stages import prepare, report_shevchenko_osokin, scaling
 from flows.stages.common import run_stage
 
 
@@ -70,8 +71,11 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
         m = run_stage("scaling", scaling.run, params, root)
     finally:
         ray.shutdown()
-    assert m["runs"] == 6 and m["n_failed"] == 0
-    records = json.loads((root / "reports/shevchenko_osokin/records.json").read_text())
+    assert m["runs"] == 6 and m["n_failed"] == 0 and m["failed"] == []
+    # the compute stage writes the report's inputs, never the report
+    assert not (root / "reports/shevchenko_osokin").exists()
+    assert not {"findings", "verdicts", "results"} & set(m)
+    records = json.loads((root / "metrics/stats/scaling/records.json").read_text())
     got = {(r["task"], r["objective"], r["procedure"]) for r in records}
     assert got == {("ocr", "marginal_ce", "stage"), ("ocr", "marginal_ce", "online"), ("ocr", "marginal_ce", "offline"),
                    ("ocr", "marginal_ce", "fixed_alpha"), ("pos", "nll", "joint"), ("snakes", "gcrf_ce", "offline")}
@@ -91,15 +95,19 @@ def test_scaling_stage_runs_the_grid_and_writes_the_report(tiny_root):
             assert r["alpha"] in {0.25, 0.5, 1.0, 2.0, 4.0}
         if r["procedure"] == "fixed_alpha":
             assert r["alpha"] == 0.5
-    readme = (root / "reports/shevchenko_osokin/README.md").read_text()
-    assert "97.2" in readme                       # the paper's numbers sit beside ours
-    assert (root / "reports/shevchenko_osokin/figure1c.png").exists()
     metrics = json.loads((root / "metrics/scaling.json").read_text())
-    assert metrics["n_failed"] == 0
+    assert metrics["n_failed"] == 0 and metrics["design"]["tasks"] == ["ocr", "tagging", "snakes"]
+    # the report stage: README, figures and the verdicts from the records, the failed runs and the statistics
+    rep = run_stage("report_shevchenko_osokin", report_shevchenko_osokin.run, params, root)
+    readme = (root / "reports/shevchenko_osokin/README.md").read_text()
+    assert "97.2" in readme and "## Failed runs" not in readme     # the paper's numbers sit beside ours
+    assert (root / "reports/shevchenko_osokin/figure1c.png").exists()
+    saved = json.loads((root / "metrics/report_shevchenko_osokin.json").read_text())
     # the verdicts of the report kit, at the top level and (for the headline) under results
-    assert metrics["findings"] == metrics["results"]["findings"] == kit.counts(
-        [type("V", (), {"verdict": v["verdict"]})() for v in metrics["verdicts"]])
-    assert {v["claim"] for v in metrics["verdicts"]} >= {"joint_lt_stage", "fix_gt_joint/online", "stage_slower"}
+    assert saved["findings"] == rep["findings"] == saved["results"]["findings"]
+    assert 0 < sum(saved["findings"][w.replace(" ", "_")] for w in kit.VERDICTS) <= len(saved["verdicts"])
+    assert {v["claim"] for v in saved["verdicts"]} >= {"joint_lt_stage", "fix_gt_joint/online", "stage_slower"}
+    assert saved["results"]["ocr/marginal_ce/stage"]["n"] == 1
     # every run's per-item statistics, one file set per task; the records keep none of them
     stats = load_stats(root / "metrics/stats/scaling/ocr.npz")
     assert set(stats.systems) == {"marginal_ce/stage", "marginal_ce/online", "marginal_ce/offline",
@@ -192,7 +200,22 @@ def test_a_method_no_tuned_setting_learned_is_a_finding_not_a_crash(tiny_root):
     assert m["runs"] == 2 and m["n_failed"] == 1          # OCR's joint run learned (the guard's 5 points)
     assert "none of the 2 settings tuned on dev learned" in m["tuned"]["snakes/offline"]["did_not_learn"]
     assert m["tuned"]["snakes/offline"]["dev_score"] is None
+    assert [f["run"]["task"] for f in m["failed"]] == ["snakes"]        # on record for the report stage
+    rep = run_stage("report_shevchenko_osokin", report_shevchenko_osokin.run, params, root)
     readme = (root / "reports/shevchenko_osokin/README.md").read_text()
-    assert "not run: tuning found no setting that learned" in readme
-    testable = [v for v in m["verdicts"] if "snakes" in json.dumps(v) and v["verdict"] != "not_testable"]
+    assert "## Failed runs" in readme and "not run: tuning found no setting that learned" in readme
+    testable = [v for v in rep["verdicts"] if "snakes" in json.dumps(v) and v["verdict"] != "not_testable"]
     assert not testable
+
+
+def test_the_report_stage_reads_only_what_the_scaling_stage_wrote(tmp_path):
+    """Its inputs missing: an error naming the file and the stage to run; a bad objective: a config error."""
+    from components.config import ConfigError, load_section
+    from components.tracking import NullTracker
+    params = {"base": {}, "report_shevchenko_osokin": {}}
+    with pytest.raises(FileNotFoundError, match=r"metrics/scaling\.json.*dvc repro scaling"):
+        run_stage("report_shevchenko_osokin", report_shevchenko_osokin.run, params, tmp_path, tracker=NullTracker())
+    assert not (tmp_path / "reports").exists()
+    with pytest.raises(ConfigError, match="objective.*'ce'"):
+        load_section(report_shevchenko_osokin.ShevchenkoOsokinReportConfig, "report_shevchenko_osokin",
+                     {"report_shevchenko_osokin": {"objective": "ce"}})

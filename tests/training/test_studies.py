@@ -85,7 +85,6 @@ def test_scaling_for_reads_the_methods_by_name():
     ({"ocr": {"runs": {}}}, "empty"),
     ({"ocr": {"methods": {"offline_alpha": {"alpha": 8.0}}}}, "offline_alpha"),
     ({"ocr": {"methods": {"offline": {"alpha": 8.0, "reg_lambda": 0.1}}}}, r"scaling\.ocr\.methods\.offline"),
-    ({"report_objective": "ce"}, "report_objective"),
 ])
 def test_design_rejects_bad_names_before_any_work(section, match):
     with pytest.raises(ConfigError, match=match):

@@ -18,7 +18,7 @@ and its sentence BLEU; :func:`summarise_run` turns the rows of one configuration
 figures (means over the sampling sweeps, per-sweep curves, corpus BLEU per chain and sweep, rank
 R-hat and bulk ESS of each sentence's energy trace across its chains); :func:`sentence_stats` turns
 them into per-chain, per-sentence statistics ``[C, B, d]`` (the paired bootstrap's inputs:
-``components.metrics.significance``).
+``components.metrics.sentence_stats``).
 """
 from __future__ import annotations
 
