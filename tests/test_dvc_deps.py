@@ -243,5 +243,6 @@ def test_the_real_dvc_yaml_is_short_enough_to_read():
     470 since issue 30, when every stage came to run its reaper, the study storage it closes trials in
     and the run-facts split: about one more line of deps per stage; 510 since issue 27: the stand-in
     screen stage and every scoring stage's per-sentence statistics, the report kit's inputs; 560 since
-    issue 50: every paper's report, and the screen's table, a stage of its own)."""
-    assert len((D.ROOT / "dvc.yaml").read_text().splitlines()) <= 560
+    issue 50: every paper's report, and the screen's table, a stage of its own; 570 with each report's
+    verdicts.json and forest.png)."""
+    assert len((D.ROOT / "dvc.yaml").read_text().splitlines()) <= 570

@@ -1005,15 +1005,6 @@ def findings(results: Mapping[str, Mapping[str, Any]], stats: Mapping[str, TaskD
     return out
 
 
-def findings_record(verdicts: Sequence[kit.Verdict]) -> dict[str, Any]:
-    """What the report stage writes into its metrics, from the finalised family (pass every verdict of
-    the paper, all scopes): ``findings`` (the Holm-adjusted counts, :func:`kit.counts`),
-    ``findings_per_claim`` (the same before adjustment) and ``verdicts`` (:func:`kit.records`)."""
-    vs = kit.finalise(list(verdicts))
-    return {"findings": kit.counts(vs), "findings_per_claim": kit.counts(vs, adjusted=False),
-            "verdicts": kit.records(vs)}
-
-
 def yardstick_table(results: Mapping[str, Mapping[str, Any]], energies: Sequence[str],
                     training: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> str:
     """Is each energy a yardstick? Viterbi's test score under it against the best local baseline

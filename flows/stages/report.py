@@ -15,7 +15,8 @@ from components.io import atomic_path, write_text
 from components.metrics.sentence_stats import load_stats
 from components.reports.curves import close
 from components.inference.study_config import ApproxStudyConfig
-from components.reports.tu_gimpel import TaskData, findings, findings_record, report
+from components.reports import kit
+from components.reports.tu_gimpel import TaskData, findings, report
 from flows.stages.common import StageContext, main
 
 
@@ -59,7 +60,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         fig.savefig(tmp, format="png")
     close(fig)
     ctx.tracker.log_artifact(out, "tu_gimpel")
-    return {"tasks": len(results), **findings_record(verdicts)}
+    scale = str(params.get("base", {}).get("scale", "default"))
+    return {"tasks": len(results), **kit.write_findings(out, verdicts, paper="tu_gimpel", scale=scale)}
 
 
 if __name__ == "__main__":

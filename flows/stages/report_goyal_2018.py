@@ -50,7 +50,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     files = write_report(metrics, ctx.path(cfg.out_dir), stats, verdicts)
     for path in files.values():
         ctx.tracker.log_artifact(Path(path), "goyal_2018")
-    return {"findings": kit.counts(verdicts), "verdicts": [v.record() for v in verdicts]}
+    scale = str(params.get("base", {}).get("scale", "default"))
+    return kit.write_findings(ctx.path(cfg.out_dir), verdicts, paper="goyal_2018", scale=scale)
 
 
 if __name__ == "__main__":

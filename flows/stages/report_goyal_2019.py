@@ -39,7 +39,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     files = write_report(metrics, ctx.path(cfg.out_dir), found)
     for p in files.values():
         ctx.tracker.log_artifact(Path(p), "goyal_2019")
-    return {"findings": kit.counts(found), "verdicts": [v.record() for v in found]}
+    scale = str(params.get("base", {}).get("scale", "default"))
+    return kit.write_findings(ctx.path(cfg.out_dir), found, paper="goyal_2019", scale=scale)
 
 
 if __name__ == "__main__":

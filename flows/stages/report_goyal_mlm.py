@@ -48,7 +48,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     files = write_report(exact, mcmc, ctx.path(cfg.out_dir), labels=mcmc.get("labels"), verdicts=verdicts)
     for p in files.values():
         ctx.tracker.log_artifact(Path(p), "goyal_mlm")
-    return {"findings": kit.counts(verdicts), "verdicts": [v.record() for v in verdicts]}
+    scale = str(params.get("base", {}).get("scale", "default"))
+    return kit.write_findings(ctx.path(cfg.out_dir), verdicts, paper="goyal_mlm", scale=scale)
 
 
 if __name__ == "__main__":

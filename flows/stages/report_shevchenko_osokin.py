@@ -70,7 +70,8 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
         write_text(readme, readme.read_text() + failed_section(failed))
     for p in paths.values():
         ctx.tracker.log_artifact(p, "shevchenko_osokin")
-    return {"findings": kit.counts(verdicts), "verdicts": [v.record() for v in verdicts],
+    scale = str(params.get("base", {}).get("scale", "default"))
+    return {**kit.write_findings(out, verdicts, paper="shevchenko_osokin", scale=scale),
             "results": report.summary(records, verdicts)}
 
 

@@ -42,7 +42,7 @@ def run(params: dict[str, Any], ctx: StageContext) -> dict[str, Any]:
     ctx.tracker.log_artifact(readme, "goyal_2018")
     verdicts = screen_verdicts(screen, stats)
     return {"findings": kit.counts([v["premise"] for v in verdicts.values()]),
-            "verdicts": [v.record() for task in verdicts.values() for v in task.values()]}
+            "verdicts": kit.records([v for task in verdicts.values() for v in task.values()])}
 
 
 if __name__ == "__main__":
