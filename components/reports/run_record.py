@@ -15,7 +15,7 @@ from components.reports.kit import VERDICTS
 @dataclass(frozen=True)
 class StageTime:
     name: str                    # dvc name: ``approx@pos``
-    seconds: float | None        # None: the stage did not run in this workspace (DVC restored it)
+    seconds: float | None        # None: the stage did not run in this workspace (its outputs were there)
     finished: str = ""           # UTC, when its timings were written
 
 
@@ -91,7 +91,7 @@ def render(f: RunFacts) -> str:
     for s in f.stages:
         if s.seconds is None:
             missing.append(s.name)
-            lines.append(f"| {s.name} | not run here: its outputs came from DVC's cache | |")
+            lines.append(f"| {s.name} | not run here: its outputs were already in the workspace (DVC's cache, or committed by the run that made them) | |")
         else:
             total += s.seconds
             lines.append(f"| {s.name} | {_duration(s.seconds)} | {s.finished} |")
