@@ -46,8 +46,8 @@ stage's: the runs' per-cell ``results`` and the ``findings``); per task of its `
 ``components.reports.shevchenko_osokin.OBJECTIVES`` with a ``joint`` run (cross-entropy first):
 
 - ``T.stage``, ``T.joint``: ``results["T/O/stage"].mean``, ``results["T/O/joint"].mean`` (test, mean over runs)
-- ``T.best_scaled``: the highest ``results["T/O/<fix>"].mean`` over the scaling fixes (online, offline,
-  offline_reg; by test: the file keeps no dev score per run)
+- ``T.best_scaled``: ``results["T/O/<fix>"].mean`` (test) of the scaling fix (online, offline,
+  offline_reg) with the highest ``dev`` score: chosen on dev, reported on test
 - ``findings.*``: ``findings``
 
 ``goyal_2018`` (Goyal et al. 2018; thesis ch. 3) — ``metrics/search_aware.json``, per task of ``tasks``
@@ -272,7 +272,8 @@ def shevchenko_osokin(data: Data) -> dict[str, Pick]:
             continue
         out[f"{t}.stage"] = at(data, REPORT_SO, "results", f"{t}/{obj}/stage", "mean")
         out[f"{t}.joint"] = at(data, REPORT_SO, "results", f"{t}/{obj}/joint", "mean")
-        fixes = [(number(lookup(results, (f"{t}/{obj}/{fix}", "mean"))), fix) for fix in FIXES]
+        fixes = [(number(lookup(results, (f"{t}/{obj}/{fix}", "dev"))), fix) for fix in FIXES
+                 if number(lookup(results, (f"{t}/{obj}/{fix}", "mean"))) is not None]
         fixes = [(v, fix) for v, fix in fixes if v is not None]
         best = max(fixes, key=lambda x: x[0])[1] if fixes else None
         out[f"{t}.best_scaled"] = (at(data, REPORT_SO, "results", f"{t}/{obj}/{best}", "mean") if best

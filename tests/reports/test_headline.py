@@ -60,7 +60,7 @@ def test_tu_gimpel_reads_the_table6_energy_and_the_tasks_arch():
         assert vals[f"{t}.viterbi_{sfx}"] == m[f"{e}.viterbi"]["score"]
         assert vals[f"{t}.gd_oracle_search_error"] == m[f"{e}.gd_search_error"]
         assert vals[f"{t}.infnet_search_error"] == m[f"{e}.{TU_GIMPEL['arch'][t]}.infnet_search_error"]
-    report = data["metrics/report.json"]["findings"]
+    report = {w.replace(" ", "_"): data["metrics/report.json"]["findings"][w.replace(" ", "_")] for w in kit.VERDICTS}
     assert {k: vals[f"tu_gimpel.{k}"] for k in report} == report       # build names the counts by study
 
 
@@ -122,14 +122,16 @@ def test_tu_gimpel_takes_the_named_arch_or_the_only_one_in_the_file():
 
 
 def test_shevchenko_osokin_takes_the_first_objective_with_a_joint_run_and_the_best_fix():
+    # the best fix is chosen on dev (online's 0.9) and reported on test (its 75.0, not offline's 78.0)
     res = {"ocr/marginal_ce/stage": {"mean": 80.0}, "ocr/marginal_ce/joint": {"mean": 70.0},
-           "ocr/marginal_ce/online": {"mean": 75.0}, "ocr/marginal_ce/offline": {"mean": 78.0},
-           "ocr/marginal_ce/offline_reg": {"mean": float("nan")}, "ocr/marginal_ce/temperature": {"mean": 99.0},
+           "ocr/marginal_ce/online": {"mean": 75.0, "dev": 0.9}, "ocr/marginal_ce/offline": {"mean": 78.0, "dev": 0.8},
+           "ocr/marginal_ce/offline_reg": {"mean": float("nan"), "dev": 0.99},
+           "ocr/marginal_ce/temperature": {"mean": 99.0, "dev": 1.0},
            "ocr/ssvm/joint": {"mean": 10.0}, "snakes/gcrf_ce/joint": {"mean": 60.0}}
     picks = H.shevchenko_osokin({H.REPORT_SO: {"results": res, "findings": {"reproduced": 2, "not_reproduced": 0,
                                                                             "inconclusive": 1}}})
     vals = H.values(picks)
-    assert (vals["ocr.stage"], vals["ocr.joint"], vals["ocr.best_scaled"]) == (80.0, 70.0, 78.0)
+    assert (vals["ocr.stage"], vals["ocr.joint"], vals["ocr.best_scaled"]) == (80.0, 70.0, 75.0)
     assert vals["snakes.joint"] == 60.0 and "snakes.best_scaled" not in vals
     assert H.left_out(picks) == {"snakes.stage": H.REPORT_SO, "snakes.best_scaled": H.REPORT_SO,
                                  "findings.not_testable": H.REPORT_SO}
