@@ -65,18 +65,10 @@ def simulate(design: Design, mu_se: float, replications: int, seed: int) -> tupl
 Procedure = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]   # [R,k,n,2] x2 -> (low, high) [R]
 
 
-def nested_t(confidence: float = 0.95) -> Procedure:
+def nested_t(confidence: float = 0.95, units: str = "seeds") -> Procedure:
     """The procedure of :func:`components.metrics.significance.paired_interval`, vectorised."""
     def run(a, b):
-        est, var, df = nested_moments(a, b, mean_score, "seeds")
-        half = _stats.t.ppf(0.5 + confidence / 2, df) * np.sqrt(var)
-        return est - half, est + half
-    return run
-
-
-def nested_t_chains(confidence: float = 0.95) -> Procedure:
-    def run(a, b):
-        est, var, df = nested_moments(a, b, mean_score, "chains")
+        est, var, df = nested_moments(a, b, mean_score, units)
         half = _stats.t.ppf(0.5 + confidence / 2, df) * np.sqrt(var)
         return est - half, est + half
     return run
@@ -87,7 +79,7 @@ def rates(design: Design, procedure: Procedure | None = None, *, effect_se: floa
     """The false-positive rate (null), coverage and power (a true effect of ``effect_se`` SEs) of
     ``procedure`` (default: the nested t interval for the design's units) over ``replications``."""
     if procedure is None:
-        procedure = nested_t_chains() if design.units == "chains" else nested_t()
+        procedure = nested_t(units=design.units)
     out = []
     for mu_se, s in ((0.0, seed), (effect_se, seed + 1)):
         hits = []
