@@ -533,20 +533,22 @@ def forest_plot(verdicts: Sequence[Verdict], title: str = ""):
             d = c.paper.delta
             rows.append((f"{c.id} · {v.scope}" + (f" · {label}" if label else ""), scaled(iv.estimate),
                          None if d is None or v.parts else scaled(d), v.final))
-    height = max(2.5, 0.28 * len(rows) + 1.2)
-    fig, ax = plt.subplots(figsize=(8, height))
+    height = max(3.0, 0.26 * len(rows) + 1.8)
+    fig, ax = plt.subplots(figsize=(12, height))
     colour = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", INCONCLUSIVE: "tab:gray"}
     for y, (label, est, paper, word) in enumerate(reversed(rows)):
         ax.errorbar([est], [y], xerr=[[1.0], [1.0]], fmt="o", color=colour.get(word, "black"), ms=4, capsize=2)
         if paper is not None and math.isfinite(paper):
             ax.plot([max(min(paper, 12), -12)], [y], marker="x", color="black", ms=5)
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=6)
+    labels = [r[0] if len(r[0]) <= 80 else r[0][:77] + "…" for r in reversed(rows)]
+    ax.set_yticks(range(len(rows)), labels, fontsize=6)
     ax.set_xlim(-12, 12)
-    ax.set_xlabel("(our difference − the claim's threshold) / half-width of our 95% interval, claimed side right\n"
-                  "bar: our interval (green reproduced, red not, grey inconclusive, after Holm); ×: the paper's own Δ")
-    ax.set_title(title or "Claims: our intervals against the claimed size")
-    fig.tight_layout()
+    ax.set_xlabel("(our difference − the claim's threshold) / half-width of our 95% interval; the claimed side "
+                  "is right\nbars, after Holm: green reproduced, red not reproduced, grey inconclusive,\n"
+                  "black not testable (premise, ...); ×: the paper's own Δ", fontsize=8)
+    ax.set_title(title or "Claims: our intervals against the claimed size", fontsize=9)
+    fig.subplots_adjust(left=0.38, right=0.98, top=1 - 0.45 / height, bottom=1.1 / height)
     return fig
 
 
