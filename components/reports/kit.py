@@ -381,19 +381,29 @@ def finalise(verdicts: Sequence[Verdict]) -> list[Verdict]:
             out[i] = dataclasses.replace(v, group=group, counted=False)
         else:
             first[key] = i
-    # 3. Holm over the counted, testable, not hardware-bound verdicts
-    family = [i for i, v in enumerate(out) if v.counted and not v.claim.hardware and v.p is not None]
-    order = sorted(family, key=lambda i: out[i].p)                     # type: ignore[arg-type,return-value]
-    m, running = len(order), 0.0
+    # 3. where the paper has evidence about its methods (several seeds), a verdict resting on one
+    # trained model per side speaks for that model only: set apart, never counted as evidence about
+    # the method (with one seed everywhere, the default scale, the counts are those models' and say so)
+    method = any(v.intervals and not v.one_model for v in out)
+    if method:
+        out = [dataclasses.replace(v, counted=False) if (v.one_model and v.counted and not v.group) else v
+               for v in out]
+    # 4. Holm over the counted, testable, not hardware-bound verdicts (and, apart, over the one-model ones)
     adjusted_p: dict[int, float] = {}
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * out[i].p))        # type: ignore[operator]
-        adjusted_p[i] = running
+    apart = [i for i, v in enumerate(out) if method and v.one_model and not v.group and not v.claim.hardware
+             and v.p is not None]
+    counted = [i for i, v in enumerate(out) if v.counted and not v.claim.hardware and v.p is not None]
+    for family in (counted, apart):
+        order = sorted(family, key=lambda i: out[i].p)                 # type: ignore[arg-type,return-value]
+        m, running = len(order), 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * out[i].p))    # type: ignore[operator]
+            adjusted_p[i] = running
     for i, v in enumerate(out):
         if i in adjusted_p:
             pa = adjusted_p[i]
             word = v.verdict if (v.verdict != INCONCLUSIVE and pa < ALPHA) else INCONCLUSIVE
-            out[i] = dataclasses.replace(v, adjusted=word, p_adjusted=pa)
+            out[i] = dataclasses.replace(v, adjusted=word, p_adjusted=pa, counted=v.counted and not v.claim.hardware)
         else:
             out[i] = dataclasses.replace(v, adjusted=v.verdict, counted=v.counted and not v.claim.hardware)
     return out
@@ -402,14 +412,16 @@ def finalise(verdicts: Sequence[Verdict]) -> list[Verdict]:
 def counts(verdicts: Sequence[Verdict], *, adjusted: bool = True) -> dict[str, int]:
     """How many counted verdicts of each word (``not_reproduced``, ... as metric names), family-wise
     adjusted by default; ``hardware_bound`` and ``same_evidence`` count what was set apart, and
-    ``one_model`` how many of the counted verdicts rest on one seed."""
+    ``one_model`` how many rest on one trained model per side (counted only where every verdict of the
+    paper does: the default scale's demonstration; set apart where the paper has several seeds)."""
     vs = finalise(verdicts)
     counted = [v for v in vs if v.counted]
     word = (lambda v: v.final) if adjusted else (lambda v: v.verdict)
     out = {w.replace(" ", "_"): sum(1 for v in counted if word(v) == w) for w in VERDICTS}
     out["hardware_bound"] = sum(1 for v in vs if v.claim.hardware)
-    out["same_evidence"] = sum(1 for v in vs if not v.counted and not v.claim.hardware)
-    out["one_model"] = sum(1 for v in counted if v.one_model)
+    out["same_evidence"] = sum(1 for v in vs if not v.counted and not v.claim.hardware and v.group)
+    # one seed: counted where the whole paper has one seed (the default scale), else set apart
+    out["one_model"] = sum(1 for v in vs if v.one_model and not v.claim.hardware and not (v.group and not v.counted))
     return out
 
 
@@ -423,16 +435,20 @@ def summary(verdicts: Sequence[Verdict]) -> str:
             + ", ".join(f"{c[w.replace(' ', '_')]} {w}" for w in VERDICTS)
             + " (per claim, before adjustment: "
             + ", ".join(f"{raw[w.replace(' ', '_')]} {w}" for w in VERDICTS) + ")")
+    one_apart = sum(1 for v in vs if v.one_model and not v.counted and not v.group and not v.claim.hardware)
     apart = []
     if c["same_evidence"]:
         apart.append(f"{c['same_evidence']} resting on the same evidence as a counted one")
     if c["hardware_bound"]:
         apart.append(f"{c['hardware_bound']} timed on hardware unlike the paper's")
+    if one_apart:
+        apart.append(f"{one_apart} resting on one trained model per side (1 seed), which speak for those models, "
+                     "not for the methods")
     if apart:
         text += "; set apart: " + ", ".join(apart)
-    if c["one_model"]:
-        text += (f"; {c['one_model']} of the counted rest on one trained model per side (1 seed): they speak for "
-                 "those models, not for the methods")
+    if c["one_model"] and not one_apart:
+        text += (f"; all {c['one_model']} judged verdicts rest on one trained model per side (1 seed): they speak "
+                 "for those models, not for the methods")
     return text
 
 
@@ -443,7 +459,8 @@ RULE_TEXT = (
     "interval lies beyond the claim's stated size on the claimed side (beyond zero when it states none; inside "
     "the margin, for an equivalence), *not reproduced* when it lies short of the size (the claimed size is ruled "
     "out, even if the sign agrees; outside the margin), *inconclusive* when it straddles. With one seed the "
-    "interval holds no training-seed variation and the verdict speaks for the trained models only. The "
+    "interval holds no training-seed variation and the verdict speaks for the trained models only: where the paper "
+    "has several seeds such verdicts are reported but not counted. The "
     "*adjusted* column applies Holm's step-down adjustment over the paper's counted verdicts (p-values from the "
     "same t statistics); verdicts resting on the same arrays are counted once, claims timed on hardware unlike "
     "the paper's are reported but not counted, and a claim whose premise is not reproduced is not testable. "
@@ -471,7 +488,8 @@ def table(verdicts: Sequence[Verdict]) -> str:
         if v.claim.quote:
             text += f" — {v.claim.quote}"
         adj = v.final if v.counted else ("not counted: hardware unlike the paper's" if v.claim.hardware
-                                         else f"not counted: same evidence as {v.group}")
+                                         else f"not counted: same evidence as {v.group}" if v.group
+                                         else f"{v.final}; not counted: one trained model (1 seed)")
         word = v.verdict + (f" ({v.why})" if v.verdict == NOT_TESTABLE else "")
         lines.append(f"| {esc(text)} | {esc(v.scope)} | {esc(paper)} | {esc(v.evidence())} | **{esc(word)}** | "
                      f"{esc(adj)} | {esc(v.settle())} |")
@@ -537,7 +555,14 @@ def forest_plot(verdicts: Sequence[Verdict], title: str = ""):
     fig, ax = plt.subplots(figsize=(12, height))
     colour = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", INCONCLUSIVE: "tab:gray"}
     for y, (label, est, paper, word) in enumerate(reversed(rows)):
-        ax.errorbar([est], [y], xerr=[[1.0], [1.0]], fmt="o", color=colour.get(word, "black"), ms=4, capsize=2)
+        c = colour.get(word, "black")
+        if abs(est) <= 11:
+            ax.errorbar([est], [y], xerr=[[1.0], [1.0]], fmt="o", color=c, ms=4, capsize=2)
+        else:                                                 # far off the scale: an arrow at the edge, its value
+            edge = math.copysign(11.5, est)
+            ax.plot([edge], [y], marker=">" if est > 0 else "<", color=c, ms=6)
+            ax.annotate(f"{est:+.0f}", (edge, y), textcoords="offset points", xytext=(-14 if est > 0 else 6, 3),
+                        fontsize=6, color=c)
         if paper is not None and math.isfinite(paper):
             ax.plot([max(min(paper, 12), -12)], [y], marker="x", color="black", ms=5)
     ax.axvline(0, color="black", lw=0.8)

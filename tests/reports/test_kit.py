@@ -226,3 +226,17 @@ def test_write_findings_writes_the_files_every_report_stage_writes(tmp_path):
     m = kit.write_findings(tmp_path, vs, paper="demo", scale="default")
     assert (tmp_path / "forest.png").stat().st_size > 1000 and (tmp_path / "verdicts.json").is_file()
     assert m["findings"]["reproduced"] == 1 and len(m["verdicts"]) == 2 and m["verdicts"][0]["adjusted"] == INCONCLUSIVE
+
+
+def test_one_seed_verdicts_are_set_apart_where_the_paper_has_several_seeds():
+    """Study scale: a verdict on one trained model per side is never counted as evidence about the
+    method; at the default scale (one seed everywhere) the counts are those models' and say so."""
+    multi = judge(BEATS, "ner", _iv(0.3, 2.0, seeds=3, fp="m"))
+    single = judge(Claim("one", "t", "a", "b"), "ner", _iv(0.3, 2.0, seeds=1, fp="s"))
+    vs = finalise([multi, single])
+    assert vs[0].counted and not vs[1].counted and vs[1].adjusted == REPRODUCED
+    c = counts(vs)
+    assert c["reproduced"] == 1 and c["one_model"] == 1
+    assert "1 resting on one trained model per side" in summary(vs) and "not counted: one trained model" in table(vs)
+    only = finalise([judge(Claim("one", "t", "a", "b"), "ner", _iv(0.3, 2.0, seeds=1))])
+    assert only[0].counted and counts(only)["reproduced"] == 1 and "all 1 judged verdicts" in summary(only)
