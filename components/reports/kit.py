@@ -132,6 +132,7 @@ class Verdict:
     p_adjusted: float | None = None
     counted: bool = True                  # False: same evidence as another verdict, or hardware-bound
     group: str = ""                       # the evidence group (same arrays); "" when alone
+    one_model_apart: bool = False         # set apart: one trained model per side where the paper has several seeds
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -221,6 +222,8 @@ class Verdict:
             out["reason"] = self.reason
         if not self.counted:
             out["counted"] = False
+        if self.one_model_apart:
+            out["set_apart"] = "one trained model per side (1 seed) in a paper with several seeds"
         if self.group:
             out["group"] = self.group
         if self.claim.hardware:
@@ -386,12 +389,11 @@ def finalise(verdicts: Sequence[Verdict]) -> list[Verdict]:
     # the method (with one seed everywhere, the default scale, the counts are those models' and say so)
     method = any(v.intervals and not v.one_model for v in out)
     if method:
-        out = [dataclasses.replace(v, counted=False) if (v.one_model and v.counted and not v.group) else v
+        out = [dataclasses.replace(v, counted=False, one_model_apart=True) if (v.one_model and v.counted) else v
                for v in out]
     # 4. Holm over the counted, testable, not hardware-bound verdicts (and, apart, over the one-model ones)
     adjusted_p: dict[int, float] = {}
-    apart = [i for i, v in enumerate(out) if method and v.one_model and not v.group and not v.claim.hardware
-             and v.p is not None]
+    apart = [i for i, v in enumerate(out) if v.one_model_apart and not v.claim.hardware and v.p is not None]
     counted = [i for i, v in enumerate(out) if v.counted and not v.claim.hardware and v.p is not None]
     for family in (counted, apart):
         order = sorted(family, key=lambda i: out[i].p)                 # type: ignore[arg-type,return-value]
@@ -419,9 +421,9 @@ def counts(verdicts: Sequence[Verdict], *, adjusted: bool = True) -> dict[str, i
     word = (lambda v: v.final) if adjusted else (lambda v: v.verdict)
     out = {w.replace(" ", "_"): sum(1 for v in counted if word(v) == w) for w in VERDICTS}
     out["hardware_bound"] = sum(1 for v in vs if v.claim.hardware)
-    out["same_evidence"] = sum(1 for v in vs if not v.counted and not v.claim.hardware and v.group)
+    out["same_evidence"] = sum(1 for v in vs if not v.counted and not v.claim.hardware and not v.one_model_apart)
     # one seed: counted where the whole paper has one seed (the default scale), else set apart
-    out["one_model"] = sum(1 for v in vs if v.one_model and not v.claim.hardware and not (v.group and not v.counted))
+    out["one_model"] = sum(1 for v in vs if v.one_model and not v.claim.hardware and (v.counted or v.one_model_apart))
     return out
 
 
@@ -435,7 +437,7 @@ def summary(verdicts: Sequence[Verdict]) -> str:
             + ", ".join(f"{c[w.replace(' ', '_')]} {w}" for w in VERDICTS)
             + " (per claim, before adjustment: "
             + ", ".join(f"{raw[w.replace(' ', '_')]} {w}" for w in VERDICTS) + ")")
-    one_apart = sum(1 for v in vs if v.one_model and not v.counted and not v.group and not v.claim.hardware)
+    one_apart = sum(1 for v in vs if v.one_model_apart and not v.claim.hardware)
     apart = []
     if c["same_evidence"]:
         apart.append(f"{c['same_evidence']} resting on the same evidence as a counted one")
@@ -488,8 +490,8 @@ def table(verdicts: Sequence[Verdict]) -> str:
         if v.claim.quote:
             text += f" — {v.claim.quote}"
         adj = v.final if v.counted else ("not counted: hardware unlike the paper's" if v.claim.hardware
-                                         else f"not counted: same evidence as {v.group}" if v.group
-                                         else f"{v.final}; not counted: one trained model (1 seed)")
+                                         else f"{v.final}; not counted: one trained model (1 seed)" if v.one_model_apart
+                                         else f"not counted: same evidence as {v.group}")
         word = v.verdict + (f" ({v.why})" if v.verdict == NOT_TESTABLE else "")
         lines.append(f"| {esc(text)} | {esc(v.scope)} | {esc(paper)} | {esc(v.evidence())} | **{esc(word)}** | "
                      f"{esc(adj)} | {esc(v.settle())} |")
