@@ -389,8 +389,8 @@ def finalise(verdicts: Sequence[Verdict]) -> list[Verdict]:
     # the method (with one seed everywhere, the default scale, the counts are those models' and say so)
     method = any(v.intervals and not v.one_model for v in out)
     if method:
-        out = [dataclasses.replace(v, counted=False, one_model_apart=True) if (v.one_model and v.counted) else v
-               for v in out]
+        out = [dataclasses.replace(v, counted=False, one_model_apart=True)
+               if (v.one_model and v.counted and v.verdict != NOT_TESTABLE) else v for v in out]
     # 4. Holm over the counted, testable, not hardware-bound verdicts (and, apart, over the one-model ones)
     adjusted_p: dict[int, float] = {}
     apart = [i for i, v in enumerate(out) if v.one_model_apart and not v.claim.hardware and v.p is not None]
@@ -423,7 +423,8 @@ def counts(verdicts: Sequence[Verdict], *, adjusted: bool = True) -> dict[str, i
     out["hardware_bound"] = sum(1 for v in vs if v.claim.hardware)
     out["same_evidence"] = sum(1 for v in vs if not v.counted and not v.claim.hardware and not v.one_model_apart)
     # one seed: counted where the whole paper has one seed (the default scale), else set apart
-    out["one_model"] = sum(1 for v in vs if v.one_model and not v.claim.hardware and (v.counted or v.one_model_apart))
+    out["one_model"] = sum(1 for v in vs if v.one_model and v.verdict != NOT_TESTABLE and not v.claim.hardware
+                           and (v.counted or v.one_model_apart))
     return out
 
 
